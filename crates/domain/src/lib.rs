@@ -1,0 +1,11 @@
+//! The console's vocabulary, shared by the server and the browser (wasm-safe: no I/O).
+//!
+//! Every type here validates on construction, so holding a value proves it is well formed.
+
+mod names;
+mod password;
+mod user;
+
+pub use names::{NameError, RoleName, Roles, UserName};
+pub use password::{Password, PasswordError};
+pub use user::{BuiltinRole, SignedInUser};

@@ -1,0 +1,375 @@
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use banlieue_domain::{BuiltinRole, Password, PasswordError, RoleName, Roles, UserName};
+use banlieue_store::{AuditEvent, NewUser, Store, StoreError, UserRecord};
+use rand::Rng;
+use rand::distributions::Alphanumeric;
+use time::OffsetDateTime;
+
+use crate::{HashError, PasswordHasher, SignInThrottle, ThrottlePolicy};
+
+/// Failures that are nobody's input mistake: the database or the hasher broke.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Hash(#[from] HashError),
+    #[error("an enabled admin already exists; bootstrap refused")]
+    AdminExists,
+}
+
+/// Why a sign-in failed. Unknown user, disabled user, missing credential and wrong
+/// password are all [`SignInError::InvalidCredentials`] (no user enumeration).
+#[derive(Debug, thiserror::Error)]
+pub enum SignInError {
+    #[error("too many failed sign-ins; retry after {retry_after:?}")]
+    Throttled { retry_after: Duration },
+    #[error("invalid user name or password")]
+    InvalidCredentials,
+    #[error("the password is longer than {} bytes", Password::MAX_BYTES)]
+    PasswordTooLong,
+    #[error(transparent)]
+    Internal(#[from] IdentityError),
+}
+
+/// Why changing one's own password failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangePasswordError {
+    #[error("too many failed attempts; retry after {retry_after:?}")]
+    Throttled { retry_after: Duration },
+    #[error("the current password is wrong")]
+    WrongCurrentPassword,
+    #[error("the new password is not acceptable: {0}")]
+    InvalidNewPassword(PasswordError),
+    #[error(transparent)]
+    Internal(#[from] IdentityError),
+}
+
+impl From<StoreError> for ChangePasswordError {
+    fn from(e: StoreError) -> Self {
+        Self::Internal(e.into())
+    }
+}
+impl From<HashError> for ChangePasswordError {
+    fn from(e: HashError) -> Self {
+        Self::Internal(e.into())
+    }
+}
+impl From<StoreError> for SignInError {
+    fn from(e: StoreError) -> Self {
+        Self::Internal(e.into())
+    }
+}
+impl From<HashError> for SignInError {
+    fn from(e: HashError) -> Self {
+        Self::Internal(e.into())
+    }
+}
+
+/// One sign-in attempt as typed into the form.
+#[derive(Debug, Clone, Copy)]
+pub struct SignInAttempt<'a> {
+    pub user_name: &'a str,
+    pub password: &'a str,
+    pub source: IpAddr,
+}
+
+/// Whether a browser session may go on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionCheck {
+    Valid(UserRecord),
+    /// The user is gone or disabled, or `not_before` moved past the session's sign-in.
+    Ended,
+}
+
+/// Users and their credentials: sign-in, password changes, the first admin and session
+/// validity. One per process, shared by every request.
+#[derive(Debug)]
+pub struct Accounts {
+    store: Store,
+    hasher: PasswordHasher,
+    throttle: SignInThrottle,
+    cache: Mutex<HashMap<i64, (Instant, UserRecord)>>,
+}
+
+/// How long a request may trust a cached user before re-reading it (SPEC §3: ≤ 10 s).
+pub const USER_CACHE_TTL: Duration = Duration::from_secs(10);
+
+/// The actor name audit events use for the console itself.
+const SYSTEM_ACTOR: &str = "system";
+
+impl Accounts {
+    pub fn new(store: Store, hasher: PasswordHasher, throttle: ThrottlePolicy) -> Self {
+        Self {
+            store,
+            hasher,
+            throttle: SignInThrottle::new(throttle),
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn hasher(&self) -> &PasswordHasher {
+        &self.hasher
+    }
+
+    /// Checks a user name and password. Every path that reaches the password check costs
+    /// exactly one argon2id verification, whether the user exists or not; a throttled
+    /// attempt or an over-long password costs none and reveals nothing about the user.
+    /// Every attempt is audited.
+    pub async fn sign_in(&self, attempt: SignInAttempt<'_>) -> Result<UserRecord, SignInError> {
+        let result = self.check_credentials(attempt).await;
+        let outcome = match &result {
+            Ok(_) => "success",
+            Err(SignInError::Throttled { .. }) => "throttled",
+            Err(SignInError::InvalidCredentials | SignInError::PasswordTooLong) => {
+                "invalid-credentials"
+            }
+            Err(SignInError::Internal(_)) => "error",
+        };
+        let target = audit_safe(attempt.user_name);
+        let actor = match &result {
+            Ok(user) => user.name.to_string(),
+            Err(_) => "-".to_owned(),
+        };
+        self.audit(&actor, "session.sign-in", &target, attempt.source, outcome)
+            .await;
+        result
+    }
+
+    async fn check_credentials(
+        &self,
+        attempt: SignInAttempt<'_>,
+    ) -> Result<UserRecord, SignInError> {
+        let started = Instant::now();
+        if let Err(retry_after) = self
+            .throttle
+            .check(attempt.user_name, attempt.source, started)
+        {
+            return Err(SignInError::Throttled { retry_after });
+        }
+        let Ok(password) = Password::presented(attempt.password) else {
+            self.throttle
+                .record_failure(attempt.user_name, attempt.source, started);
+            return Err(SignInError::PasswordTooLong);
+        };
+        let verified = match self.load_credential(attempt.user_name).await? {
+            Some((user, phc)) => {
+                let ok = self.hasher.verify(&password, &phc).await?;
+                ok.then_some((user, phc))
+            }
+            None => {
+                self.hasher.verify_dummy(&password).await?;
+                None
+            }
+        };
+        let Some((user, phc)) = verified else {
+            self.throttle
+                .record_failure(attempt.user_name, attempt.source, started);
+            return Err(SignInError::InvalidCredentials);
+        };
+        self.throttle.record_success(attempt.user_name);
+        let now = OffsetDateTime::now_utc();
+        if self.hasher.needs_rehash(&phc) {
+            let fresh = self.hasher.hash(&password).await?;
+            self.store.rehash_password(user.id, &fresh, now).await?;
+        }
+        self.store.record_sign_in(user.id, now).await?;
+        Ok(user)
+    }
+
+    /// The enabled user named `raw` and their password hash, or `None`.
+    async fn load_credential(&self, raw: &str) -> Result<Option<(UserRecord, String)>, StoreError> {
+        let Ok(name) = UserName::parse(raw) else {
+            return Ok(None);
+        };
+        let Some(user) = self.store.user_by_name(&name).await? else {
+            return Ok(None);
+        };
+        if user.disabled {
+            return Ok(None);
+        }
+        Ok(self
+            .store
+            .password_phc(user.id)
+            .await?
+            .map(|phc| (user, phc)))
+    }
+
+    /// Changes the signed-in user's own password: checks the current one, sets the new
+    /// one, clears must-change and moves `not_before` to `now`, which ends every other
+    /// session (the caller re-stamps its own session with `now`). Returns the updated user.
+    pub async fn change_password(
+        &self,
+        user: &UserRecord,
+        current: &str,
+        new: &str,
+        source: IpAddr,
+        now: OffsetDateTime,
+    ) -> Result<UserRecord, ChangePasswordError> {
+        let started = Instant::now();
+        let name = user.name.as_str();
+        if let Err(retry_after) = self.throttle.check(name, source, started) {
+            return Err(ChangePasswordError::Throttled { retry_after });
+        }
+        let new = Password::new_secret(new).map_err(ChangePasswordError::InvalidNewPassword)?;
+        let current_ok = match (
+            Password::presented(current),
+            self.store.password_phc(user.id).await?,
+        ) {
+            (Ok(current), Some(phc)) => self.hasher.verify(&current, &phc).await?,
+            _ => false,
+        };
+        if !current_ok {
+            self.throttle.record_failure(name, source, started);
+            self.audit(name, "user.password-change", name, source, "wrong-password")
+                .await;
+            return Err(ChangePasswordError::WrongCurrentPassword);
+        }
+        let phc = self.hasher.hash(&new).await?;
+        let updated = self.store.set_password(user.id, &phc, false, now).await?;
+        self.forget(user.id);
+        self.audit(name, "user.password-change", name, source, "success")
+            .await;
+        Ok(updated)
+    }
+
+    /// Creates the first admin, `admin` with role admin and must-change set, and returns
+    /// its generated password (24 characters; stored nowhere but as a hash).
+    ///
+    /// Errors: [`IdentityError::AdminExists`] when an enabled admin exists;
+    /// `Store(AlreadyExists)` when a user named `admin` exists without being one.
+    pub async fn bootstrap_admin(&self) -> Result<String, IdentityError> {
+        if self
+            .store
+            .enabled_user_with_role_exists(BuiltinRole::Admin.as_str())
+            .await?
+        {
+            return Err(IdentityError::AdminExists);
+        }
+        let password = generate_password();
+        let phc = self
+            .hasher
+            .hash(&Password::presented(&password).expect("generated passwords are short"))
+            .await?;
+        let admin = NewUser {
+            name: UserName::parse("admin").expect("constant name"),
+            display_name: String::new(),
+            email: String::new(),
+            roles: Roles::new(vec![
+                RoleName::parse(BuiltinRole::Admin.as_str()).expect("constant role"),
+            ])
+            .expect("one role"),
+            must_change_password: true,
+        };
+        self.store
+            .create_user(&admin, &phc, OffsetDateTime::now_utc())
+            .await?;
+        self.audit(
+            SYSTEM_ACTOR,
+            "user.create",
+            "admin",
+            IpAddr::from([127, 0, 0, 1]),
+            "success",
+        )
+        .await;
+        Ok(password)
+    }
+
+    /// Whether a session of `user_id` that signed in at `auth_time` may go on. Reads the
+    /// user at most every [`USER_CACHE_TTL`], so a disable or a `not_before` move made by
+    /// another replica ends the session within that time (at once on this replica).
+    pub async fn check_session(
+        &self,
+        user_id: i64,
+        auth_time: OffsetDateTime,
+    ) -> Result<SessionCheck, StoreError> {
+        let cached = self
+            .cache_lock()
+            .get(&user_id)
+            .filter(|(at, _)| at.elapsed() < USER_CACHE_TTL)
+            .map(|(_, user)| user.clone());
+        let user = match cached {
+            Some(user) => Some(user),
+            None => {
+                let fresh = self.store.user_by_id(user_id).await?;
+                let mut cache = self.cache_lock();
+                match &fresh {
+                    Some(user) => {
+                        cache.insert(user_id, (Instant::now(), user.clone()));
+                    }
+                    None => {
+                        cache.remove(&user_id);
+                    }
+                }
+                fresh
+            }
+        };
+        Ok(match user {
+            Some(user) if !user.disabled && auth_time >= user.not_before => {
+                SessionCheck::Valid(user)
+            }
+            _ => SessionCheck::Ended,
+        })
+    }
+
+    /// Drops the cached copy of a user after this process changed it.
+    pub fn forget(&self, user_id: i64) {
+        self.cache_lock().remove(&user_id);
+    }
+
+    fn cache_lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, (Instant, UserRecord)>> {
+        self.cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Appends an audit event; a failure to write it is logged, never hidden.
+    pub async fn audit(
+        &self,
+        actor: &str,
+        action: &str,
+        target: &str,
+        source: IpAddr,
+        result: &str,
+    ) {
+        let event = AuditEvent {
+            at: OffsetDateTime::now_utc(),
+            actor: actor.to_owned(),
+            action: action.to_owned(),
+            target: target.to_owned(),
+            source_ip: source.to_string(),
+            result: result.to_owned(),
+            detail: String::new(),
+        };
+        if let Err(error) = self.store.append_audit(&event).await {
+            tracing::error!(%error, action, "cannot write audit event");
+        }
+    }
+}
+
+/// A typed name as it may appear in the audit log: at most 64 characters, no control
+/// characters (log injection).
+fn audit_safe(raw: &str) -> String {
+    raw.chars()
+        .filter(|c| !c.is_control())
+        .take(UserName::MAX_LEN + 1)
+        .collect()
+}
+
+/// A fresh random password: 24 characters of `[A-Za-z0-9]` from the OS RNG
+/// (≈ 142 bits of entropy).
+pub fn generate_password() -> String {
+    rand::rngs::OsRng
+        .sample_iter(&Alphanumeric)
+        .take(24)
+        .map(char::from)
+        .collect()
+}

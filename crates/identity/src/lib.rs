@@ -1,0 +1,15 @@
+//! Who people are and how they prove it: password hashing, sign-in with throttling,
+//! password changes, the first admin, and whether a browser session is still valid.
+//!
+//! No HTTP types here: the server crate maps these results to responses.
+
+mod accounts;
+mod hasher;
+mod throttle;
+
+pub use accounts::{
+    Accounts, ChangePasswordError, IdentityError, SessionCheck, SignInAttempt, SignInError,
+    generate_password,
+};
+pub use hasher::{HashError, PasswordHasher};
+pub use throttle::{SignInThrottle, ThrottlePolicy};

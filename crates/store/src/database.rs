@@ -1,0 +1,204 @@
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+use std::time::Duration;
+
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::migrate::Migrator;
+use sqlx::{AnyPool, Connection, Executor};
+use time::OffsetDateTime;
+
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Which SQL server a [`Store`] talks to, chosen by the URL scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `sqlite://path/to/file.db` (relative to the working directory) or `sqlite:///abs/path`.
+    Sqlite,
+    /// `postgres://user:password@host:port/database` (or `postgresql://`).
+    Postgres,
+}
+
+/// Errors of the store. Messages name the cause a person can fix; the URL is never
+/// printed with its password.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "unsupported database URL scheme in {url:?}: use sqlite://<file> or postgres://<host>/<db>"
+    )]
+    UnsupportedUrl { url: String },
+    #[error(
+        "the directory {dir} of the SQLite database does not exist: create it or point BANLIEUE_DATABASE_URL elsewhere"
+    )]
+    MissingDirectory { dir: PathBuf },
+    #[error(
+        "the SQLite database {file} is read-only: the console must be able to write it (check its permissions and those of its directory)"
+    )]
+    ReadOnly { file: PathBuf },
+    #[error("cannot open the database: {0}")]
+    Open(#[source] sqlx::Error),
+    #[error("cannot apply database migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("{what} already exists")]
+    AlreadyExists { what: &'static str },
+    #[error("stored data is invalid: {0}")]
+    Corrupt(String),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// A pool of connections to the console's database.
+///
+/// Cheap to clone; every clone shares the pool.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pub(crate) pool: AnyPool,
+    backend: Backend,
+    url: String,
+}
+
+impl Store {
+    /// Opens the database at `url` and applies pending migrations.
+    ///
+    /// A SQLite file is created when missing (its directory must exist); SQLite runs in
+    /// WAL mode with foreign keys on. Errors: [`StoreError::MissingDirectory`],
+    /// [`StoreError::ReadOnly`], [`StoreError::Open`], [`StoreError::Migrate`].
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        static DRIVERS: Once = Once::new();
+        DRIVERS.call_once(install_default_drivers);
+
+        let backend = backend_of(url)?;
+        let url = match backend {
+            Backend::Sqlite => prepare_sqlite_url(url)?,
+            Backend::Postgres => url.to_owned(),
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(match backend {
+                Backend::Sqlite => 4,
+                Backend::Postgres => 16,
+            })
+            .acquire_timeout(Duration::from_secs(10))
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        conn.execute("PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;")
+                            .await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url)
+            .await
+            .map_err(|e| classify_open_error(e, &url))?;
+        let store = Self { pool, backend, url };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        if self.backend == Backend::Sqlite {
+            // WAL lets readers proceed while one writer commits; it is a property of the
+            // file, so setting it once here is enough.
+            sqlx::query("PRAGMA journal_mode = WAL")
+                .execute(&self.pool)
+                .await
+                .map_err(|e| classify_open_error(e, &self.url))?;
+        }
+        let migrator = match self.backend {
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        migrator.run(&self.pool).await.map_err(|e| match e {
+            sqlx::migrate::MigrateError::Execute(inner) => classify_open_error(inner, &self.url),
+            other => StoreError::Migrate(other),
+        })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The URL the store was opened with (after defaults were added); it may carry a
+    /// password, so never log it.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Round-trips a trivial query: the readiness probe.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        conn.ping().await?;
+        Ok(())
+    }
+
+    /// Closes every connection, waiting for queries in flight (graceful shutdown).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+fn backend_of(url: &str) -> Result<Backend, StoreError> {
+    if url.starts_with("sqlite:") {
+        Ok(Backend::Sqlite)
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Backend::Postgres)
+    } else {
+        Err(StoreError::UnsupportedUrl {
+            url: url.split('@').next_back().unwrap_or_default().to_owned(),
+        })
+    }
+}
+
+/// The file a `sqlite:` URL names, or `None` for an in-memory database.
+pub(crate) fn sqlite_file(url: &str) -> Option<PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next().unwrap_or_default();
+    (!path.is_empty() && path != ":memory:").then(|| PathBuf::from(path))
+}
+
+fn prepare_sqlite_url(url: &str) -> Result<String, StoreError> {
+    if let Some(file) = sqlite_file(url) {
+        let dir = file.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir
+            && !dir.is_dir()
+        {
+            return Err(StoreError::MissingDirectory {
+                dir: dir.to_path_buf(),
+            });
+        }
+    }
+    Ok(if url.contains("mode=") {
+        url.to_owned()
+    } else if url.contains('?') {
+        format!("{url}&mode=rwc")
+    } else {
+        format!("{url}?mode=rwc")
+    })
+}
+
+fn classify_open_error(error: sqlx::Error, url: &str) -> StoreError {
+    if let sqlx::Error::Database(db) = &error {
+        let message = db.message();
+        if message.contains("readonly") || message.contains("read-only") {
+            return StoreError::ReadOnly {
+                file: sqlite_file(url).unwrap_or_else(|| Path::new(url).to_path_buf()),
+            };
+        }
+    }
+    StoreError::Open(error)
+}
+
+pub(crate) fn to_millis(at: OffsetDateTime) -> i64 {
+    i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn from_millis(ms: i64) -> Result<OffsetDateTime, StoreError> {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .map_err(|e| StoreError::Corrupt(format!("timestamp {ms}: {e}")))
+}
+
+pub(crate) fn is_unique_violation(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.is_unique_violation())
+}

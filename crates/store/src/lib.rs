@@ -1,0 +1,17 @@
+//! The console's own state in SQL: users, credentials, audit events and browser sessions.
+//!
+//! One set of queries serves SQLite (the embedded default) and PostgreSQL (for more than
+//! one replica) through sqlx's `Any` driver; only the migrations differ per backend.
+//! Queries use `$N` placeholders, which both backends accept. Instants are stored as
+//! BIGINT milliseconds since the Unix epoch and flags as BIGINT 0/1 (the `Any` driver
+//! decodes no SQLite booleans).
+
+mod audit;
+mod database;
+mod sessions;
+mod users;
+
+pub use audit::AuditEvent;
+pub use database::{Backend, Store, StoreError};
+pub use sessions::SessionBackend;
+pub use users::{NewUser, UserRecord};
