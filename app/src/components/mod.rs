@@ -1,0 +1,119 @@
+//! Building blocks shared by the pages.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_location;
+
+use crate::{AppError, Locale, page_state, paths};
+
+/// The two-language switch: a plain form posting the chosen tag to the server, which
+/// remembers it in a cookie and sends the browser back to this page.
+#[component]
+pub fn LanguageSwitch() -> impl IntoView {
+    let locale = page_state().locale;
+    let here = use_location().pathname.get_untracked();
+    view! {
+        <form method="post" action=paths::LOCALE class="flex items-center gap-1 text-sm">
+            <input type="hidden" name="next" value=here />
+            <span class="sr-only">{locale.t("language-label")}</span>
+            {Locale::ALL
+                .into_iter()
+                .map(|option| {
+                    let current = option == locale;
+                    view! {
+                        <button
+                            type="submit"
+                            name="lang"
+                            value=option.tag()
+                            lang=option.tag()
+                            aria-pressed=if current { "true" } else { "false" }
+                            class=if current {
+                                "rounded-md px-2 py-1 font-semibold text-indigo-700 dark:text-indigo-300"
+                            } else {
+                                "rounded-md px-2 py-1 text-slate-500 hover:text-slate-900 focus-visible:outline-2 focus-visible:outline-indigo-500 dark:text-slate-400 dark:hover:text-white"
+                            }
+                        >
+                            {locale.t(&format!("language-{}", option.tag()))}
+                        </button>
+                    }
+                })
+                .collect_view()}
+        </form>
+    }
+}
+
+/// A form's error, announced to screen readers.
+#[component]
+pub fn ErrorAlert(error: AppError) -> impl IntoView {
+    let locale = page_state().locale;
+    view! {
+        <p
+            role="alert"
+            class="rounded-lg border border-red-200 bg-red-50 px-3 py-2 text-sm text-red-800 dark:border-red-900 dark:bg-red-950 dark:text-red-200"
+        >
+            {error.message(locale)}
+        </p>
+    }
+}
+
+/// A submit button that, once hydrated, shows it is working while the browser waits.
+#[component]
+pub fn SubmitButton(label: String, pending_label: String, pending: RwSignal<bool>) -> impl IntoView {
+    view! {
+        <button
+            type="submit"
+            aria-busy=move || if pending.get() { "true" } else { "false" }
+            class="w-full rounded-lg bg-indigo-600 px-4 py-2.5 font-semibold text-white shadow-sm hover:bg-indigo-500 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-indigo-600 aria-busy:opacity-70"
+        >
+            {move || if pending.get() { pending_label.clone() } else { label.clone() }}
+        </button>
+    }
+}
+
+/// The top bar of signed-in pages: product name, who is signed in, language, sign-out.
+#[component]
+pub fn AppHeader() -> impl IntoView {
+    let state = page_state();
+    let locale = state.locale;
+    let who = state
+        .user
+        .as_ref()
+        .map(|u| locale.t_with("signed-in-as", &[("name", u.label().to_owned())]));
+    view! {
+        <header class="border-b border-slate-200 bg-white/80 dark:border-slate-800 dark:bg-slate-900/80">
+            <div class="mx-auto flex max-w-5xl flex-wrap items-center gap-x-6 gap-y-2 px-4 py-3">
+                <a href=paths::DASHBOARD class="font-semibold tracking-tight">
+                    {locale.t("app-name")}
+                </a>
+                <nav class="flex gap-4 text-sm">
+                    <a href=paths::DASHBOARD class="hover:underline">{locale.t("nav-dashboard")}</a>
+                    <a href=paths::CHANGE_PASSWORD class="hover:underline">
+                        {locale.t("nav-change-password")}
+                    </a>
+                </nav>
+                <div class="ms-auto flex items-center gap-4">
+                    <span class="text-sm text-slate-600 dark:text-slate-300" data-testid="signed-in-as">
+                        {who}
+                    </span>
+                    <LanguageSwitch />
+                    <SignOutButton />
+                </div>
+            </div>
+        </header>
+    }
+}
+
+/// Signs out with a POST (never a GET link: sign-out changes state).
+#[component]
+pub fn SignOutButton() -> impl IntoView {
+    let locale = page_state().locale;
+    view! {
+        <form method="post" action=paths::SIGN_OUT>
+            <button
+                type="submit"
+                class="rounded-lg border border-slate-300 px-3 py-1.5 text-sm hover:bg-slate-100 dark:border-slate-700 dark:hover:bg-slate-800"
+            >
+                {locale.t("sign-out")}
+            </button>
+        </form>
+    }
+}

@@ -1,0 +1,103 @@
+//! The errors a person can see: each maps to one Fluent message and one HTTP status.
+
+use serde::{Deserialize, Serialize};
+
+use crate::i18n::Locale;
+
+/// A user-facing error. Carries no internals: a server fault shows only a correlation
+/// id that also appears in the server log next to the full error chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AppError {
+    /// Wrong password, unknown user or disabled user: deliberately indistinguishable.
+    InvalidCredentials,
+    /// Too many failures from this user name or address (RFC 6585 §4).
+    Throttled { retry_after_secs: u64 },
+    PasswordTooLong,
+    PasswordTooShort,
+    PasswordsDiffer,
+    WrongCurrentPassword,
+    MissingUserName,
+    /// The form body was not `application/x-www-form-urlencoded` UTF-8.
+    InvalidForm,
+    RequestTooLarge,
+    /// A state-changing request without a same-origin `Origin` / `Sec-Fetch-Site`.
+    CrossSite,
+    NotSignedIn,
+    MustChangePassword,
+    Internal { correlation_id: String },
+}
+
+impl AppError {
+    /// The Fluent message id.
+    pub fn fluent_key(&self) -> &'static str {
+        match self {
+            Self::InvalidCredentials => "error-invalid-credentials",
+            Self::Throttled { .. } => "error-throttled",
+            Self::PasswordTooLong => "error-password-too-long",
+            Self::PasswordTooShort => "error-password-too-short",
+            Self::PasswordsDiffer => "error-passwords-differ",
+            Self::WrongCurrentPassword => "error-wrong-current-password",
+            Self::MissingUserName => "error-missing-user-name",
+            Self::InvalidForm => "error-invalid-form",
+            Self::RequestTooLarge => "error-request-too-large",
+            Self::CrossSite => "error-cross-site",
+            Self::NotSignedIn => "error-not-signed-in",
+            Self::MustChangePassword => "error-must-change-password",
+            Self::Internal { .. } => "error-internal",
+        }
+    }
+
+    /// The HTTP status of a response that carries this error. A refused sign-in or
+    /// password form is re-rendered with 200, like any form showing its result.
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::InvalidCredentials
+            | Self::PasswordTooLong
+            | Self::PasswordTooShort
+            | Self::PasswordsDiffer
+            | Self::WrongCurrentPassword => 200,
+            Self::MissingUserName | Self::InvalidForm => 400,
+            Self::NotSignedIn => 401,
+            Self::CrossSite | Self::MustChangePassword => 403,
+            Self::RequestTooLarge => 413,
+            Self::Throttled { .. } => 429,
+            Self::Internal { .. } => 500,
+        }
+    }
+
+    /// The translated message.
+    pub fn message(&self, locale: Locale) -> String {
+        match self {
+            Self::Throttled { retry_after_secs } => locale.t_with(
+                self.fluent_key(),
+                &[("seconds", retry_after_secs.to_string())],
+            ),
+            Self::Internal { correlation_id } => locale.t_with(
+                self.fluent_key(),
+                &[("reference", correlation_id.clone())],
+            ),
+            _ => locale.t(self.fluent_key()),
+        }
+    }
+
+    /// Every variant once, for tests that check translations exist.
+    pub fn examples() -> Vec<AppError> {
+        vec![
+            Self::InvalidCredentials,
+            Self::Throttled { retry_after_secs: 1 },
+            Self::PasswordTooLong,
+            Self::PasswordTooShort,
+            Self::PasswordsDiffer,
+            Self::WrongCurrentPassword,
+            Self::MissingUserName,
+            Self::InvalidForm,
+            Self::RequestTooLarge,
+            Self::CrossSite,
+            Self::NotSignedIn,
+            Self::MustChangePassword,
+            Self::Internal {
+                correlation_id: "x".into(),
+            },
+        ]
+    }
+}

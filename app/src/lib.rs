@@ -1,0 +1,78 @@
+//! banlieue-console's user interface: routes, pages and components, rendered on the server
+//! and hydrated in the browser. Every form is a plain HTML form that works without
+//! JavaScript; the server answers it with a redirect or with the page and its feedback.
+
+mod components;
+mod error;
+pub mod i18n;
+mod pages;
+pub mod security;
+mod state;
+
+use leptos::prelude::*;
+use leptos_meta::{MetaTags, Title, provide_meta_context};
+use leptos_router::components::{Route, Router, Routes};
+use leptos_router::path;
+
+pub use error::AppError;
+pub use i18n::Locale;
+pub use state::{FormFeedback, PageState};
+
+/// Paths of the pages, shared with the server's access rules and redirects.
+pub mod paths {
+    pub const DASHBOARD: &str = "/";
+    pub const SIGN_IN: &str = "/sign-in";
+    pub const CHANGE_PASSWORD: &str = "/change-password";
+    pub const SIGN_OUT: &str = "/sign-out";
+    pub const LOCALE: &str = "/locale";
+}
+
+/// The HTML document around the app. Server-only: it also sets the page's
+/// Content-Security-Policy with the nonce Leptos gives its inline scripts.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    let state = use_context::<PageState>().unwrap_or_default();
+    #[cfg(feature = "ssr")]
+    security::set_page_csp();
+    let css = format!("/pkg/{}.css", options.output_name);
+    view! {
+        <!DOCTYPE html>
+        <html lang=state.locale.tag()>
+            <head>
+                <meta charset="utf-8" />
+                <meta name="viewport" content="width=device-width, initial-scale=1" />
+                <meta name="color-scheme" content="light dark" />
+                <link rel="icon" href="/favicon.svg" type="image/svg+xml" />
+                <link rel="stylesheet" href=css />
+                <HydrationScripts options />
+                <MetaTags />
+            </head>
+            <body class="min-h-screen bg-slate-50 text-slate-900 antialiased dark:bg-slate-950 dark:text-slate-100">
+                <App />
+            </body>
+        </html>
+    }
+}
+
+/// The application: page state shared from the server, then the routes.
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    let state = SharedValue::new(|| use_context::<PageState>().unwrap_or_default()).into_inner();
+    let locale = state.locale;
+    provide_context(state);
+    view! {
+        <Title text=locale.t("app-name") />
+        <Router>
+            <Routes fallback=pages::NotFound>
+                <Route path=path!("/") view=pages::Dashboard />
+                <Route path=path!("/sign-in") view=pages::SignIn />
+                <Route path=path!("/change-password") view=pages::ChangePassword />
+            </Routes>
+        </Router>
+    }
+}
+
+/// The page state of this request (always present inside [`App`]).
+pub(crate) fn page_state() -> PageState {
+    expect_context::<PageState>()
+}

@@ -1,0 +1,17 @@
+//! One module per page.
+
+mod change_password;
+mod dashboard;
+mod not_found;
+mod sign_in;
+
+pub use change_password::ChangePassword;
+pub use dashboard::Dashboard;
+pub use not_found::NotFound;
+pub use sign_in::SignIn;
+
+/// Classes of a text input.
+pub(crate) const INPUT_CLASS: &str = "mt-1 block w-full rounded-lg border border-slate-300 bg-white px-3 py-2 shadow-sm focus:border-indigo-500 focus:outline-none focus:ring-2 focus:ring-indigo-500/30 dark:border-slate-700 dark:bg-slate-950";
+
+/// Classes of a card holding one form.
+pub(crate) const CARD_CLASS: &str = "w-full max-w-sm rounded-2xl border border-slate-200 bg-white p-8 shadow-sm dark:border-slate-800 dark:bg-slate-900";

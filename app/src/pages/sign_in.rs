@@ -1,0 +1,72 @@
+use leptos::prelude::*;
+
+use super::{CARD_CLASS, INPUT_CLASS};
+use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton};
+use crate::{page_state, paths};
+
+/// The sign-in card. Posts to the server, which redirects on success and answers a
+/// refusal with this page and its error (the typed user name kept).
+#[component]
+pub fn SignIn() -> impl IntoView {
+    let state = page_state();
+    let locale = state.locale;
+    let user_name = state
+        .feedback
+        .as_ref()
+        .map(|f| f.user_name.clone())
+        .unwrap_or_default();
+    let error = state.feedback.map(|f| f.error);
+    let focus_password = !user_name.is_empty();
+    let pending = RwSignal::new(false);
+    view! {
+        <main class="flex min-h-screen flex-col items-center justify-center gap-6 px-4">
+            <div class="text-center">
+                <p class="text-2xl font-semibold tracking-tight">{locale.t("app-name")}</p>
+                <p class="text-sm text-slate-500 dark:text-slate-400">{locale.t("app-tagline")}</p>
+            </div>
+            <section class=CARD_CLASS aria-labelledby="sign-in-title">
+                <h1 id="sign-in-title" class="mb-6 text-xl font-semibold">
+                    {locale.t("sign-in-title")}
+                </h1>
+                <form
+                    method="post"
+                    action=paths::SIGN_IN
+                    class="space-y-4"
+                    on:submit=move |_| pending.set(true)
+                >
+                    {error.map(|error| view! { <ErrorAlert error /> })}
+                    <label class="block text-sm font-medium">
+                        {locale.t("sign-in-user-name")}
+                        <input
+                            class=INPUT_CLASS
+                            type="text"
+                            name="user_name"
+                            value=user_name
+                            autocomplete="username"
+                            autocapitalize="none"
+                            spellcheck="false"
+                            required
+                            autofocus=!focus_password
+                        />
+                    </label>
+                    <label class="block text-sm font-medium">
+                        {locale.t("sign-in-password")}
+                        <input
+                            class=INPUT_CLASS
+                            type="password"
+                            name="password"
+                            autocomplete="current-password"
+                            autofocus=focus_password
+                        />
+                    </label>
+                    <SubmitButton
+                        label=locale.t("sign-in-submit")
+                        pending_label=locale.t("sign-in-submitting")
+                        pending
+                    />
+                </form>
+            </section>
+            <LanguageSwitch />
+        </main>
+    }
+}

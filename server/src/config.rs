@@ -1,0 +1,178 @@
+//! Command line and configuration: flags, each with a `BANLIEUE_*` environment variable,
+//! validated once at start-up into a [`Config`] that is passed down explicitly.
+
+use std::net::SocketAddr;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use url::Url;
+
+/// banlieue-console: the web console and identity front door of banlieue sandboxes.
+#[derive(Debug, Parser)]
+#[command(name = "banlieue-console", version)]
+pub struct Cli {
+    #[command(flatten)]
+    pub settings: Settings,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the console (the default).
+    Serve,
+    /// Validate the configuration and reach the database, then exit.
+    CheckConfig,
+    /// Administration from the server's shell.
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Create the first admin (`admin`, must change password) and print its password
+    /// once to stderr. Refused when an enabled admin exists.
+    Bootstrap,
+}
+
+/// Settings as given on the command line or in the environment, before validation.
+#[derive(Debug, Clone, Args)]
+pub struct Settings {
+    /// Address and port to listen on.
+    #[arg(long, global = true, env = "BANLIEUE_LISTEN", default_value = "127.0.0.1:3000")]
+    pub listen: String,
+    /// sqlite://<file> (embedded) or postgres://user:password@host/db.
+    #[arg(
+        long,
+        global = true,
+        env = "BANLIEUE_DATABASE_URL",
+        default_value = "sqlite://data/console.db",
+        hide_env_values = true
+    )]
+    pub database_url: String,
+    /// The URL people and tokens use to reach the console [default: http://<listen>].
+    #[arg(long, global = true, env = "BANLIEUE_EXTERNAL_URL")]
+    pub external_url: Option<String>,
+    /// Log format on stdout.
+    #[arg(long, global = true, env = "BANLIEUE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    /// May hold a password: never log it.
+    pub database_url: String,
+    /// The external URL without a trailing slash, e.g. `https://console.example.com`.
+    pub external_url: String,
+    /// `scheme://host[:port]` of the external URL: what a same-origin `Origin` header is.
+    pub external_origin: String,
+    /// Cookies get `Secure` (and the `__Host-` name prefix) when served over https.
+    pub https: bool,
+    pub log_format: LogFormat,
+}
+
+/// A setting that cannot work, with what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("BANLIEUE_LISTEN / --listen: {value:?} is not an address and port such as 127.0.0.1:3000 or [::]:3000")]
+    Listen { value: String },
+    #[error("BANLIEUE_EXTERNAL_URL / --external-url: {value:?} {problem}; example: https://console.example.com")]
+    ExternalUrl { value: String, problem: &'static str },
+    #[error("BANLIEUE_DATABASE_URL / --database-url must start with sqlite:// or postgres://")]
+    DatabaseUrl,
+}
+
+impl Settings {
+    pub fn validate(&self) -> Result<Config, ConfigError> {
+        let listen: SocketAddr = self.listen.parse().map_err(|_| ConfigError::Listen {
+            value: self.listen.clone(),
+        })?;
+        if !(self.database_url.starts_with("sqlite:")
+            || self.database_url.starts_with("postgres://")
+            || self.database_url.starts_with("postgresql://"))
+        {
+            return Err(ConfigError::DatabaseUrl);
+        }
+        let raw = self
+            .external_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{listen}"));
+        let bad = |problem| ConfigError::ExternalUrl {
+            value: raw.clone(),
+            problem,
+        };
+        let url = Url::parse(&raw).map_err(|_| bad("is not an absolute URL"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(bad("must use http or https"));
+        }
+        if url.host().is_none() {
+            return Err(bad("has no host"));
+        }
+        if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
+            return Err(bad("must not carry a query, fragment or user info"));
+        }
+        let external_url = raw.trim_end_matches('/').to_owned();
+        Ok(Config {
+            listen,
+            database_url: self.database_url.clone(),
+            external_origin: url.origin().ascii_serialization(),
+            https: url.scheme() == "https",
+            external_url,
+            log_format: self.log_format,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(listen: &str, external: Option<&str>) -> Settings {
+        Settings {
+            listen: listen.into(),
+            database_url: "sqlite://data/console.db".into(),
+            external_url: external.map(Into::into),
+            log_format: LogFormat::Text,
+        }
+    }
+
+    #[test]
+    fn defaults_derive_the_external_url_from_the_listen_address() {
+        let config = settings("127.0.0.1:3000", None).validate().unwrap();
+        assert_eq!(config.external_url, "http://127.0.0.1:3000");
+        assert_eq!(config.external_origin, "http://127.0.0.1:3000");
+        assert!(!config.https);
+    }
+
+    #[test]
+    fn external_url_is_kept_byte_for_byte_but_without_trailing_slash() {
+        let config = settings("0.0.0.0:80", Some("https://console.example.com/banlieue/"))
+            .validate()
+            .unwrap();
+        assert_eq!(config.external_url, "https://console.example.com/banlieue");
+        assert_eq!(config.external_origin, "https://console.example.com");
+        assert!(config.https);
+    }
+
+    #[test]
+    fn bad_settings_name_the_variable() {
+        let err = settings("localhost", None).validate().unwrap_err();
+        assert!(err.to_string().contains("BANLIEUE_LISTEN"), "{err}");
+        for bad in ["console.example.com", "ftp://x", "https://x/?a=b", "https://u:p@x"] {
+            let err = settings("127.0.0.1:3000", Some(bad)).validate().unwrap_err();
+            assert!(err.to_string().contains("BANLIEUE_EXTERNAL_URL"), "{err}");
+        }
+        let mut s = settings("127.0.0.1:3000", None);
+        s.database_url = "mysql://x".into();
+        assert!(matches!(s.validate(), Err(ConfigError::DatabaseUrl)));
+    }
+}

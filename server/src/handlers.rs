@@ -1,0 +1,197 @@
+//! The form endpoints: sign-in, password change, sign-out and the language switch, plus
+//! the health probes. Each answers with a redirect (303, RFC 9110 §15.4.4) or with its
+//! page and the error.
+
+use app::{AppError, Locale, PageState, paths};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use banlieue_identity::{ChangePasswordError, SignInAttempt, SignInError};
+use time::OffsetDateTime;
+use tower_sessions::Session;
+
+use crate::AppState;
+use crate::form::Form;
+use crate::middleware::{CurrentUser, LOCALE_COOKIE, client_ip, internal_error};
+use crate::pages;
+use crate::session::{AUTH_KEY, SessionAuth};
+
+/// `POST /sign-in` with `user_name`, `password`. Success rotates the session id (no
+/// fixation) and redirects to the dashboard, or to the password change when it is due.
+pub async fn sign_in(State(app): State<AppState>, session: Session, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let state = page_state(&parts.extensions);
+    let form = match Form::read(body).await {
+        Ok(form) => form,
+        Err(error) => return pages::with_feedback(&app, paths::SIGN_IN, state, error, String::new()).await,
+    };
+    let user_name = form.get("user_name").trim().to_owned();
+    if user_name.is_empty() {
+        return pages::with_feedback(&app, paths::SIGN_IN, state, AppError::MissingUserName, user_name)
+            .await;
+    }
+    let attempt = SignInAttempt {
+        user_name: &user_name,
+        password: form.get("password"),
+        source: client_ip(&parts.extensions),
+    };
+    let error = match app.accounts.sign_in(attempt).await {
+        Ok(user) => {
+            let auth = SessionAuth::new(user.id, OffsetDateTime::now_utc());
+            let stored = async {
+                session.cycle_id().await?;
+                session.insert(AUTH_KEY, auth).await
+            };
+            if let Err(error) = stored.await {
+                return internal_error(state.locale, &error.into());
+            }
+            let next = if user.must_change_password {
+                paths::CHANGE_PASSWORD
+            } else {
+                paths::DASHBOARD
+            };
+            return Redirect::to(next).into_response();
+        }
+        Err(SignInError::Throttled { retry_after }) => AppError::Throttled {
+            retry_after_secs: retry_after.as_secs_f64().ceil() as u64,
+        },
+        Err(SignInError::InvalidCredentials) => AppError::InvalidCredentials,
+        Err(SignInError::PasswordTooLong) => AppError::PasswordTooLong,
+        Err(SignInError::Internal(error)) => return internal_error(state.locale, &error.into()),
+    };
+    pages::with_feedback(&app, paths::SIGN_IN, state, error, user_name).await
+}
+
+/// `POST /change-password` with `current_password`, `new_password`, `confirm_password`.
+/// Success ends every other session (`not_before` moves), keeps this one under a new id,
+/// and redirects to the dashboard.
+pub async fn change_password(
+    State(app): State<AppState>,
+    session: Session,
+    request: Request,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let state = page_state(&parts.extensions);
+    let Some(CurrentUser(user)) = parts.extensions.get::<CurrentUser>().cloned() else {
+        return crate::middleware::error_page(state.locale, &AppError::NotSignedIn);
+    };
+    let refuse = |state, error| pages::with_feedback(&app, paths::CHANGE_PASSWORD, state, error, String::new());
+    let form = match Form::read(body).await {
+        Ok(form) => form,
+        Err(error) => return refuse(state, error).await,
+    };
+    let new = form.get("new_password");
+    if new != form.get("confirm_password") {
+        return refuse(state, AppError::PasswordsDiffer).await;
+    }
+    let now = OffsetDateTime::now_utc();
+    let source = client_ip(&parts.extensions);
+    match app
+        .accounts
+        .change_password(&user, form.get("current_password"), new, source, now)
+        .await
+    {
+        Ok(updated) => {
+            let stored = async {
+                session.cycle_id().await?;
+                session.insert(AUTH_KEY, SessionAuth::new(updated.id, now)).await
+            };
+            if let Err(error) = stored.await {
+                return internal_error(state.locale, &error.into());
+            }
+            Redirect::to(paths::DASHBOARD).into_response()
+        }
+        Err(ChangePasswordError::WrongCurrentPassword) => {
+            refuse(state, AppError::WrongCurrentPassword).await
+        }
+        Err(ChangePasswordError::InvalidNewPassword(e)) => {
+            let error = match e {
+                banlieue_domain::PasswordError::TooShort { .. } => AppError::PasswordTooShort,
+                banlieue_domain::PasswordError::TooLong { .. } => AppError::PasswordTooLong,
+            };
+            refuse(state, error).await
+        }
+        Err(ChangePasswordError::Throttled { retry_after }) => {
+            let error = AppError::Throttled {
+                retry_after_secs: retry_after.as_secs_f64().ceil() as u64,
+            };
+            refuse(state, error).await
+        }
+        Err(ChangePasswordError::Internal(error)) => internal_error(state.locale, &error.into()),
+    }
+}
+
+/// `POST /sign-out`: deletes the session on the server (the cookie alone is worthless
+/// afterwards) and returns to the sign-in page.
+pub async fn sign_out(session: Session, request: Request) -> Response {
+    let locale = page_state(request.extensions()).locale;
+    if let Err(error) = session.flush().await {
+        return internal_error(locale, &error.into());
+    }
+    Redirect::to(paths::SIGN_IN).into_response()
+}
+
+/// `POST /locale` with `lang` (`en` or `ja`) and `next` (a path on this site): remembers
+/// the language for a year and goes back to `next`.
+pub async fn set_locale(State(app): State<AppState>, request: Request) -> Response {
+    let form = match Form::read(request.into_body()).await {
+        Ok(form) => form,
+        Err(_) => return Redirect::to(paths::DASHBOARD).into_response(),
+    };
+    let next = local_path(form.get("next")).unwrap_or(paths::DASHBOARD).to_owned();
+    let mut response = Redirect::to(&next).into_response();
+    if let Some(locale) = Locale::from_tag(form.get("lang")) {
+        let secure = if app.config.https { "; Secure" } else { "" };
+        let cookie = format!(
+            "{LOCALE_COOKIE}={}; Path=/; Max-Age=31536000; SameSite=Lax; HttpOnly{secure}",
+            locale.tag()
+        );
+        if let Ok(value) = HeaderValue::from_str(&cookie) {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
+    }
+    response
+}
+
+/// `next` when it is a path on this site, never another origin (`//evil`, `/\evil`).
+fn local_path(next: &str) -> Option<&str> {
+    let ok = next.starts_with('/')
+        && !next.starts_with("//")
+        && !next.starts_with("/\\")
+        && !next.chars().any(char::is_control);
+    ok.then_some(next)
+}
+
+/// `GET /healthz`: the process answers.
+pub async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// `GET /readyz`: 200 when the database answers, 503 otherwise.
+pub async fn readyz(State(app): State<AppState>) -> Response {
+    match app.accounts.store().ping().await {
+        Ok(()) => "ok".into_response(),
+        Err(error) => {
+            tracing::warn!(%error, "readiness: database unreachable");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable").into_response()
+        }
+    }
+}
+
+fn page_state(extensions: &http::Extensions) -> PageState {
+    extensions.get::<PageState>().cloned().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local_path;
+
+    #[test]
+    fn only_local_paths_are_followed() {
+        assert_eq!(local_path("/sign-in"), Some("/sign-in"));
+        assert_eq!(local_path("/"), Some("/"));
+        for bad in ["", "https://evil.example", "//evil.example", "/\\evil", "/a\nb"] {
+            assert_eq!(local_path(bad), None, "{bad:?}");
+        }
+    }
+}

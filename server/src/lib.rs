@@ -1,0 +1,15 @@
+//! The banlieue-console server: configuration, HTTP wiring, sessions and start-up.
+//!
+//! [`routes::router`] builds the whole HTTP surface; `main` and the integration tests both
+//! call it.
+
+pub mod config;
+mod form;
+mod handlers;
+mod middleware;
+mod pages;
+pub mod routes;
+mod session;
+pub mod startup;
+
+pub use routes::{AppState, router};

@@ -1,0 +1,39 @@
+use clap::Parser;
+use server::config::{AdminCommand, Cli, Command};
+use server::startup;
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let config = cli.settings.validate()?;
+    startup::init_logging(config.log_format);
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => startup::serve(config).await,
+        Command::CheckConfig => {
+            let accounts = startup::open_accounts(&config).await?;
+            accounts.store().ping().await?;
+            println!(
+                "configuration is valid: listening on {}, external URL {}, database reachable",
+                config.listen, config.external_url
+            );
+            Ok(())
+        }
+        Command::Admin {
+            command: AdminCommand::Bootstrap,
+        } => {
+            let accounts = startup::open_accounts(&config).await?;
+            startup::bootstrap_admin(&accounts).await?;
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! Request guards in the order they run: security headers, the same-origin check for
+//! state-changing requests, then the session's user, language and page access rules.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use app::security::content_security_policy;
+use app::{AppError, Locale, PageState, paths};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use banlieue_domain::SignedInUser;
+use banlieue_identity::SessionCheck;
+use banlieue_store::UserRecord;
+use tower_sessions::Session;
+
+use crate::AppState;
+use crate::session::{AUTH_KEY, SessionAuth};
+
+/// The cookie remembering the chosen language.
+pub const LOCALE_COOKIE: &str = "banlieue-lang";
+
+/// The signed-in user's record, for handlers (in the request extensions).
+#[derive(Debug, Clone)]
+pub struct CurrentUser(pub UserRecord);
+
+/// Adds the security headers every response carries unless a handler set its own
+/// (pages set a CSP with their nonce): CSP, no sniffing, no framing, no referrer leaks,
+/// HSTS over https, and `no-store` for HTML (pages show personal data).
+pub async fn security_headers(State(app): State<AppState>, request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        let policy = content_security_policy(None);
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_str(&policy).expect("ASCII policy"),
+        );
+    }
+    let fixed = [
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "same-origin"),
+    ];
+    for (name, value) in fixed {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    headers.insert(
+        "cross-origin-opener-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    headers.insert(
+        "permissions-policy",
+        HeaderValue::from_static("camera=(), microphone=(), geolocation=(), payment=()"),
+    );
+    if app.config.https {
+        headers.insert(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static("max-age=31536000"),
+        );
+    }
+    let is_html = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/html"));
+    if is_html && !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}
+
+/// Refuses state-changing requests that a browser did not send from our own origin:
+/// `Sec-Fetch-Site` must be `same-origin` (or `none`, a user-initiated navigation); when a
+/// client sends no fetch metadata, `Origin` must be the external origin or match `Host`.
+/// Requests with neither header are refused (OWASP CSRF cheat sheet, "Verifying Origin").
+pub async fn same_origin(State(app): State<AppState>, request: Request, next: Next) -> Response {
+    if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        return next.run(request).await;
+    }
+    if is_same_origin(request.headers(), &app.config.external_origin) {
+        next.run(request).await
+    } else {
+        let locale = locale_of(request.headers());
+        tracing::warn!(path = %request.uri().path(), "cross-site request refused");
+        error_page(locale, &AppError::CrossSite)
+    }
+}
+
+fn is_same_origin(headers: &HeaderMap, external_origin: &str) -> bool {
+    let text = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+    if let Some(site) = text(header::HeaderName::from_static("sec-fetch-site")) {
+        return matches!(site, "same-origin" | "none");
+    }
+    let Some(origin) = text(header::ORIGIN) else {
+        return false;
+    };
+    if origin == external_origin {
+        return true;
+    }
+    let host = text(header::HOST);
+    origin
+        .split_once("://")
+        .is_some_and(|(_, authority)| Some(authority) == host)
+}
+
+/// Loads the session's user (ending the session when the user was disabled, deleted or
+/// `not_before` passed), negotiates the language, applies the page access rules, and puts
+/// [`PageState`] and [`CurrentUser`] in the request extensions.
+pub async fn session_user(
+    State(app): State<AppState>,
+    session: Session,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let locale = locale_of(request.headers());
+    let user = match load_user(&app, &session).await {
+        Ok(user) => user,
+        Err(error) => return internal_error(locale, &error),
+    };
+    match access(request.method(), request.uri().path(), user.as_ref()) {
+        Access::Allow => {}
+        Access::Redirect(to) => return Redirect::to(to).into_response(),
+        Access::Refuse(error) => return error_page(locale, &error),
+    }
+    request.extensions_mut().insert(PageState {
+        locale,
+        user: user.as_ref().map(signed_in_user),
+        feedback: None,
+    });
+    if let Some(user) = user {
+        request.extensions_mut().insert(CurrentUser(user));
+    }
+    next.run(request).await
+}
+
+async fn load_user(app: &AppState, session: &Session) -> anyhow::Result<Option<UserRecord>> {
+    let Some(auth) = session.get::<SessionAuth>(AUTH_KEY).await? else {
+        return Ok(None);
+    };
+    match app
+        .accounts
+        .check_session(auth.user_id, auth.auth_time())
+        .await?
+    {
+        SessionCheck::Valid(user) => Ok(Some(user)),
+        SessionCheck::Ended => {
+            session.flush().await?;
+            Ok(None)
+        }
+    }
+}
+
+pub fn signed_in_user(user: &UserRecord) -> SignedInUser {
+    SignedInUser {
+        name: user.name.clone(),
+        display_name: user.display_name.clone(),
+        roles: user.roles.clone(),
+        must_change_password: user.must_change_password,
+    }
+}
+
+/// What the access rules decide for one request.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Access {
+    Allow,
+    Redirect(&'static str),
+    Refuse(AppError),
+}
+
+/// The page access rules, enforced here and not only in the pages:
+/// - assets, health probes, the language switch and the sign-in page are public;
+/// - everything else needs a session (pages redirect to sign-in);
+/// - while the password must be changed, only the change-password page and sign-out work
+///   (SPEC §3); pages redirect there, other requests get 403.
+pub fn access(method: &Method, path: &str, user: Option<&UserRecord>) -> Access {
+    let is_page = *method == Method::GET || *method == Method::HEAD;
+    let always_public = path.starts_with("/pkg/")
+        || matches!(path, "/favicon.svg" | "/healthz" | "/readyz" | paths::LOCALE);
+    if always_public {
+        return Access::Allow;
+    }
+    match user {
+        None if path == paths::SIGN_IN => Access::Allow,
+        None if is_page => Access::Redirect(paths::SIGN_IN),
+        None => Access::Refuse(AppError::NotSignedIn),
+        Some(_) if path == paths::SIGN_IN && is_page => Access::Redirect(paths::DASHBOARD),
+        Some(user)
+            if user.must_change_password
+                && !matches!(path, paths::CHANGE_PASSWORD | paths::SIGN_OUT) =>
+        {
+            if is_page {
+                Access::Redirect(paths::CHANGE_PASSWORD)
+            } else {
+                Access::Refuse(AppError::MustChangePassword)
+            }
+        }
+        Some(_) => Access::Allow,
+    }
+}
+
+/// The language: the remembered choice, else `Accept-Language`, else English.
+pub fn locale_of(headers: &HeaderMap) -> Locale {
+    let remembered = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| cookie::Cookie::split_parse(v).filter_map(Result::ok))
+        .find(|c| c.name() == LOCALE_COOKIE)
+        .and_then(|c| Locale::from_tag(c.value()));
+    remembered.unwrap_or_else(|| {
+        headers
+            .get(header::ACCEPT_LANGUAGE)
+            .and_then(|v| v.to_str().ok())
+            .map_or(Locale::En, Locale::negotiate)
+    })
+}
+
+/// The peer address (the socket's; no proxy header is trusted).
+pub fn client_ip(request_extensions: &http::Extensions) -> IpAddr {
+    request_extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip())
+}
+
+/// A small translated HTML page for a refusal outside any form.
+pub fn error_page(locale: Locale, error: &AppError) -> Response {
+    let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let message = html_escape(&error.message(locale));
+    let title = html_escape(&locale.t("app-name"));
+    let body = format!(
+        "<!DOCTYPE html><html lang=\"{}\"><head><meta charset=\"utf-8\"><title>{title}</title></head>\
+         <body><main><h1>{title}</h1><p role=\"alert\">{message}</p></main></body></html>",
+        locale.tag()
+    );
+    (status, Html(body)).into_response()
+}
+
+/// Logs `error` in full under a fresh correlation id and shows the user only that id.
+pub fn internal_error(locale: Locale, error: &anyhow::Error) -> Response {
+    let correlation_id = correlation_id();
+    tracing::error!(%correlation_id, error = format!("{error:#}"), "request failed");
+    error_page(locale, &AppError::Internal { correlation_id })
+}
+
+pub fn correlation_id() -> String {
+    use rand::Rng;
+    let n: u64 = rand::thread_rng().r#gen();
+    format!("{n:016x}")
+}
+
+fn html_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use banlieue_domain::{Roles, UserName};
+    use time::OffsetDateTime;
+
+    fn user(must_change: bool) -> UserRecord {
+        let now = OffsetDateTime::now_utc();
+        UserRecord {
+            id: 1,
+            name: UserName::parse("alice").unwrap(),
+            display_name: String::new(),
+            email: String::new(),
+            tenant: None,
+            roles: Roles::default(),
+            disabled: false,
+            must_change_password: must_change,
+            not_before: now,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+            last_sign_in_at: None,
+        }
+    }
+
+    #[test]
+    fn access_rules() {
+        let get = Method::GET;
+        let post = Method::POST;
+        let normal = user(false);
+        let forced = user(true);
+        let cases: [(&Method, &str, Option<&UserRecord>, Access); 14] = [
+            (&get, "/pkg/app.css", None, Access::Allow),
+            (&get, "/healthz", None, Access::Allow),
+            (&post, "/locale", None, Access::Allow),
+            (&get, "/sign-in", None, Access::Allow),
+            (&post, "/sign-in", None, Access::Allow),
+            (&get, "/", None, Access::Redirect("/sign-in")),
+            (&get, "/no-such-page", None, Access::Redirect("/sign-in")),
+            (&post, "/change-password", None, Access::Refuse(AppError::NotSignedIn)),
+            (&get, "/sign-in", Some(&normal), Access::Redirect("/")),
+            (&get, "/", Some(&normal), Access::Allow),
+            (&get, "/", Some(&forced), Access::Redirect("/change-password")),
+            (&post, "/api/anything", Some(&forced), Access::Refuse(AppError::MustChangePassword)),
+            (&post, "/change-password", Some(&forced), Access::Allow),
+            (&post, "/sign-out", Some(&forced), Access::Allow),
+        ];
+        for (method, path, user, want) in cases {
+            assert_eq!(access(method, path, user), want, "{method} {path}");
+        }
+    }
+
+    #[test]
+    fn same_origin_check() {
+        let origin = "http://127.0.0.1:3000";
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut map = HeaderMap::new();
+            for (k, v) in pairs {
+                map.insert(*k, HeaderValue::from_static(v));
+            }
+            map
+        };
+        assert!(is_same_origin(&headers(&[("sec-fetch-site", "same-origin")]), origin));
+        assert!(!is_same_origin(&headers(&[("sec-fetch-site", "cross-site")]), origin));
+        assert!(!is_same_origin(
+            &headers(&[("sec-fetch-site", "same-site"), ("origin", "http://127.0.0.1:3000")]),
+            origin
+        ));
+        assert!(is_same_origin(&headers(&[("origin", "http://127.0.0.1:3000")]), origin));
+        assert!(is_same_origin(
+            &headers(&[("origin", "http://localhost:4000"), ("host", "localhost:4000")]),
+            origin
+        ));
+        assert!(!is_same_origin(
+            &headers(&[("origin", "https://evil.example"), ("host", "127.0.0.1:3000")]),
+            origin
+        ));
+        assert!(!is_same_origin(&headers(&[]), origin));
+    }
+
+    #[test]
+    fn remembered_language_beats_accept_language() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT_LANGUAGE, HeaderValue::from_static("ja"));
+        assert_eq!(locale_of(&headers), Locale::Ja);
+        headers.insert(header::COOKIE, HeaderValue::from_static("a=b; banlieue-lang=en"));
+        assert_eq!(locale_of(&headers), Locale::En);
+        headers.insert(header::COOKIE, HeaderValue::from_static("banlieue-lang=xx"));
+        assert_eq!(locale_of(&headers), Locale::Ja);
+    }
+}

@@ -1,0 +1,50 @@
+//! Rendering a page from a handler: a refused form is answered with its page, the error
+//! and what was typed, in the user's language.
+
+use app::{AppError, FormFeedback, PageState, shell};
+use axum::body::Body;
+use axum::http::{HeaderValue, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use leptos::prelude::*;
+
+use crate::AppState;
+
+/// Provides the request's [`PageState`] (set by the middleware) to the app.
+pub fn provide_page_state() {
+    if let Some(parts) = use_context::<http::request::Parts>()
+        && let Some(state) = parts.extensions.get::<PageState>()
+    {
+        provide_context(state.clone());
+    }
+}
+
+/// Renders the page at `path` with `feedback`, with the error's status code (and
+/// `Retry-After` for [`AppError::Throttled`], RFC 9110 §10.2.3).
+pub async fn with_feedback(
+    app: &AppState,
+    path: &str,
+    mut state: PageState,
+    error: AppError,
+    user_name: String,
+) -> Response {
+    let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::OK);
+    let retry_after = match &error {
+        AppError::Throttled { retry_after_secs } => Some(*retry_after_secs),
+        _ => None,
+    };
+    state.feedback = Some(FormFeedback { error, user_name });
+    let options = app.leptos.clone();
+    let render = leptos_axum::render_app_to_stream_with_context(provide_page_state, move || {
+        shell(options.clone())
+    });
+    let mut request = Request::get(path).body(Body::empty()).expect("static request");
+    request.extensions_mut().insert(state);
+    let mut response = render(request).await.into_response();
+    *response.status_mut() = status;
+    if let Some(secs) = retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    response
+}
