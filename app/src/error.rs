@@ -11,7 +11,9 @@ pub enum AppError {
     /// Wrong password, unknown user or disabled user: deliberately indistinguishable.
     InvalidCredentials,
     /// Too many failures from this user name or address (RFC 6585 §4).
-    Throttled { retry_after_secs: u64 },
+    Throttled {
+        retry_after_secs: u64,
+    },
     PasswordTooLong,
     PasswordTooShort,
     PasswordsDiffer,
@@ -24,7 +26,9 @@ pub enum AppError {
     CrossSite,
     NotSignedIn,
     MustChangePassword,
-    Internal { correlation_id: String },
+    Internal {
+        correlation_id: String,
+    },
 }
 
 impl AppError {
@@ -72,10 +76,9 @@ impl AppError {
                 self.fluent_key(),
                 &[("seconds", retry_after_secs.to_string())],
             ),
-            Self::Internal { correlation_id } => locale.t_with(
-                self.fluent_key(),
-                &[("reference", correlation_id.clone())],
-            ),
+            Self::Internal { correlation_id } => {
+                locale.t_with(self.fluent_key(), &[("reference", correlation_id.clone())])
+            }
             _ => locale.t(self.fluent_key()),
         }
     }
@@ -84,7 +87,9 @@ impl AppError {
     pub fn examples() -> Vec<AppError> {
         vec![
             Self::InvalidCredentials,
-            Self::Throttled { retry_after_secs: 1 },
+            Self::Throttled {
+                retry_after_secs: 1,
+            },
             Self::PasswordTooLong,
             Self::PasswordTooShort,
             Self::PasswordsDiffer,

@@ -7,7 +7,9 @@ use app::{AppError, Locale};
 use fluent_syntax::ast::Entry;
 
 fn message_ids(lang: &str) -> BTreeSet<String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../locales").join(lang);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../locales")
+        .join(lang);
     let mut ids = BTreeSet::new();
     for file in std::fs::read_dir(&dir).unwrap() {
         let path = file.unwrap().path();
@@ -38,7 +40,11 @@ fn every_language_has_the_same_keys() {
         let missing: Vec<_> = en.difference(&other).collect();
         let extra: Vec<_> = other.difference(&en).collect();
         assert!(missing.is_empty(), "{} lacks {missing:?}", locale.tag());
-        assert!(extra.is_empty(), "{} has keys English lacks: {extra:?}", locale.tag());
+        assert!(
+            extra.is_empty(),
+            "{} has keys English lacks: {extra:?}",
+            locale.tag()
+        );
     }
 }
 
@@ -71,7 +77,11 @@ fn every_key_the_code_uses_is_defined() {
     let used = keys_used_in_code();
     assert!(used.len() > 10, "the scan found too few keys: {used:?}");
     let mut wanted: BTreeSet<String> = used;
-    wanted.extend(AppError::examples().iter().map(|e| e.fluent_key().to_owned()));
+    wanted.extend(
+        AppError::examples()
+            .iter()
+            .map(|e| e.fluent_key().to_owned()),
+    );
     wanted.extend(Locale::ALL.iter().map(|l| format!("language-{}", l.tag())));
     let undefined: Vec<_> = wanted.difference(&en).collect();
     assert!(undefined.is_empty(), "undefined messages: {undefined:?}");
@@ -87,8 +97,10 @@ fn error_messages_are_translated_not_echoed() {
         }
     }
     assert!(
-        AppError::Throttled { retry_after_secs: 42 }
-            .message(Locale::Ja)
-            .contains("42")
+        AppError::Throttled {
+            retry_after_secs: 42
+        }
+        .message(Locale::Ja)
+        .contains("42")
     );
 }

@@ -40,7 +40,12 @@ pub enum AdminCommand {
 #[derive(Debug, Clone, Args)]
 pub struct Settings {
     /// Address and port to listen on.
-    #[arg(long, global = true, env = "BANLIEUE_LISTEN", default_value = "127.0.0.1:3000")]
+    #[arg(
+        long,
+        global = true,
+        env = "BANLIEUE_LISTEN",
+        default_value = "127.0.0.1:3000"
+    )]
     pub listen: String,
     /// sqlite://<file> (embedded) or postgres://user:password@host/db.
     #[arg(
@@ -83,10 +88,17 @@ pub struct Config {
 /// A setting that cannot work, with what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("BANLIEUE_LISTEN / --listen: {value:?} is not an address and port such as 127.0.0.1:3000 or [::]:3000")]
+    #[error(
+        "BANLIEUE_LISTEN / --listen: {value:?} is not an address and port such as 127.0.0.1:3000 or [::]:3000"
+    )]
     Listen { value: String },
-    #[error("BANLIEUE_EXTERNAL_URL / --external-url: {value:?} {problem}; example: https://console.example.com")]
-    ExternalUrl { value: String, problem: &'static str },
+    #[error(
+        "BANLIEUE_EXTERNAL_URL / --external-url: {value:?} {problem}; example: https://console.example.com"
+    )]
+    ExternalUrl {
+        value: String,
+        problem: &'static str,
+    },
     #[error("BANLIEUE_DATABASE_URL / --database-url must start with sqlite:// or postgres://")]
     DatabaseUrl,
 }
@@ -167,8 +179,15 @@ mod tests {
     fn bad_settings_name_the_variable() {
         let err = settings("localhost", None).validate().unwrap_err();
         assert!(err.to_string().contains("BANLIEUE_LISTEN"), "{err}");
-        for bad in ["console.example.com", "ftp://x", "https://x/?a=b", "https://u:p@x"] {
-            let err = settings("127.0.0.1:3000", Some(bad)).validate().unwrap_err();
+        for bad in [
+            "console.example.com",
+            "ftp://x",
+            "https://x/?a=b",
+            "https://u:p@x",
+        ] {
+            let err = settings("127.0.0.1:3000", Some(bad))
+                .validate()
+                .unwrap_err();
             assert!(err.to_string().contains("BANLIEUE_EXTERNAL_URL"), "{err}");
         }
         let mut s = settings("127.0.0.1:3000", None);

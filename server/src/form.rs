@@ -73,7 +73,10 @@ mod tests {
             Form::parse(b"password=%FF%FE").unwrap_err(),
             AppError::InvalidForm
         );
-        assert_eq!(Form::parse(b"pass\xffword=x").unwrap_err(), AppError::InvalidForm);
+        assert_eq!(
+            Form::parse(b"pass\xffword=x").unwrap_err(),
+            AppError::InvalidForm
+        );
     }
 
     #[tokio::test]

@@ -23,12 +23,20 @@ pub async fn sign_in(State(app): State<AppState>, session: Session, request: Req
     let state = page_state(&parts.extensions);
     let form = match Form::read(body).await {
         Ok(form) => form,
-        Err(error) => return pages::with_feedback(&app, paths::SIGN_IN, state, error, String::new()).await,
+        Err(error) => {
+            return pages::with_feedback(&app, paths::SIGN_IN, state, error, String::new()).await;
+        }
     };
     let user_name = form.get("user_name").trim().to_owned();
     if user_name.is_empty() {
-        return pages::with_feedback(&app, paths::SIGN_IN, state, AppError::MissingUserName, user_name)
-            .await;
+        return pages::with_feedback(
+            &app,
+            paths::SIGN_IN,
+            state,
+            AppError::MissingUserName,
+            user_name,
+        )
+        .await;
     }
     let attempt = SignInAttempt {
         user_name: &user_name,
@@ -75,7 +83,9 @@ pub async fn change_password(
     let Some(CurrentUser(user)) = parts.extensions.get::<CurrentUser>().cloned() else {
         return crate::middleware::error_page(state.locale, &AppError::NotSignedIn);
     };
-    let refuse = |state, error| pages::with_feedback(&app, paths::CHANGE_PASSWORD, state, error, String::new());
+    let refuse = |state, error| {
+        pages::with_feedback(&app, paths::CHANGE_PASSWORD, state, error, String::new())
+    };
     let form = match Form::read(body).await {
         Ok(form) => form,
         Err(error) => return refuse(state, error).await,
@@ -94,7 +104,9 @@ pub async fn change_password(
         Ok(updated) => {
             let stored = async {
                 session.cycle_id().await?;
-                session.insert(AUTH_KEY, SessionAuth::new(updated.id, now)).await
+                session
+                    .insert(AUTH_KEY, SessionAuth::new(updated.id, now))
+                    .await
             };
             if let Err(error) = stored.await {
                 return internal_error(state.locale, &error.into());
@@ -138,7 +150,9 @@ pub async fn set_locale(State(app): State<AppState>, request: Request) -> Respon
         Ok(form) => form,
         Err(_) => return Redirect::to(paths::DASHBOARD).into_response(),
     };
-    let next = local_path(form.get("next")).unwrap_or(paths::DASHBOARD).to_owned();
+    let next = local_path(form.get("next"))
+        .unwrap_or(paths::DASHBOARD)
+        .to_owned();
     let mut response = Redirect::to(&next).into_response();
     if let Some(locale) = Locale::from_tag(form.get("lang")) {
         let secure = if app.config.https { "; Secure" } else { "" };
@@ -190,7 +204,13 @@ mod tests {
     fn only_local_paths_are_followed() {
         assert_eq!(local_path("/sign-in"), Some("/sign-in"));
         assert_eq!(local_path("/"), Some("/"));
-        for bad in ["", "https://evil.example", "//evil.example", "/\\evil", "/a\nb"] {
+        for bad in [
+            "",
+            "https://evil.example",
+            "//evil.example",
+            "/\\evil",
+            "/a\nb",
+        ] {
             assert_eq!(local_path(bad), None, "{bad:?}");
         }
     }

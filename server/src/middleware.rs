@@ -27,7 +27,11 @@ pub struct CurrentUser(pub UserRecord);
 /// Adds the security headers every response carries unless a handler set its own
 /// (pages set a CSP with their nonce): CSP, no sniffing, no framing, no referrer leaks,
 /// HSTS over https, and `no-store` for HTML (pages show personal data).
-pub async fn security_headers(State(app): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn security_headers(
+    State(app): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
     if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
@@ -74,7 +78,10 @@ pub async fn security_headers(State(app): State<AppState>, request: Request, nex
 /// client sends no fetch metadata, `Origin` must be the external origin or match `Host`.
 /// Requests with neither header are refused (OWASP CSRF cheat sheet, "Verifying Origin").
 pub async fn same_origin(State(app): State<AppState>, request: Request, next: Next) -> Response {
-    if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+    if matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    ) {
         return next.run(request).await;
     }
     if is_same_origin(request.headers(), &app.config.external_origin) {
@@ -87,7 +94,11 @@ pub async fn same_origin(State(app): State<AppState>, request: Request, next: Ne
 }
 
 fn is_same_origin(headers: &HeaderMap, external_origin: &str) -> bool {
-    let text = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
     if let Some(site) = text(header::HeaderName::from_static("sec-fetch-site")) {
         return matches!(site, "same-origin" | "none");
     }
@@ -175,7 +186,10 @@ pub enum Access {
 pub fn access(method: &Method, path: &str, user: Option<&UserRecord>) -> Access {
     let is_page = *method == Method::GET || *method == Method::HEAD;
     let always_public = path.starts_with("/pkg/")
-        || matches!(path, "/favicon.svg" | "/healthz" | "/readyz" | paths::LOCALE);
+        || matches!(
+            path,
+            "/favicon.svg" | "/healthz" | "/readyz" | paths::LOCALE
+        );
     if always_public {
         return Access::Allow;
     }
@@ -294,11 +308,26 @@ mod tests {
             (&post, "/sign-in", None, Access::Allow),
             (&get, "/", None, Access::Redirect("/sign-in")),
             (&get, "/no-such-page", None, Access::Redirect("/sign-in")),
-            (&post, "/change-password", None, Access::Refuse(AppError::NotSignedIn)),
+            (
+                &post,
+                "/change-password",
+                None,
+                Access::Refuse(AppError::NotSignedIn),
+            ),
             (&get, "/sign-in", Some(&normal), Access::Redirect("/")),
             (&get, "/", Some(&normal), Access::Allow),
-            (&get, "/", Some(&forced), Access::Redirect("/change-password")),
-            (&post, "/api/anything", Some(&forced), Access::Refuse(AppError::MustChangePassword)),
+            (
+                &get,
+                "/",
+                Some(&forced),
+                Access::Redirect("/change-password"),
+            ),
+            (
+                &post,
+                "/api/anything",
+                Some(&forced),
+                Access::Refuse(AppError::MustChangePassword),
+            ),
             (&post, "/change-password", Some(&forced), Access::Allow),
             (&post, "/sign-out", Some(&forced), Access::Allow),
         ];
@@ -317,19 +346,37 @@ mod tests {
             }
             map
         };
-        assert!(is_same_origin(&headers(&[("sec-fetch-site", "same-origin")]), origin));
-        assert!(!is_same_origin(&headers(&[("sec-fetch-site", "cross-site")]), origin));
-        assert!(!is_same_origin(
-            &headers(&[("sec-fetch-site", "same-site"), ("origin", "http://127.0.0.1:3000")]),
-            origin
-        ));
-        assert!(is_same_origin(&headers(&[("origin", "http://127.0.0.1:3000")]), origin));
         assert!(is_same_origin(
-            &headers(&[("origin", "http://localhost:4000"), ("host", "localhost:4000")]),
+            &headers(&[("sec-fetch-site", "same-origin")]),
             origin
         ));
         assert!(!is_same_origin(
-            &headers(&[("origin", "https://evil.example"), ("host", "127.0.0.1:3000")]),
+            &headers(&[("sec-fetch-site", "cross-site")]),
+            origin
+        ));
+        assert!(!is_same_origin(
+            &headers(&[
+                ("sec-fetch-site", "same-site"),
+                ("origin", "http://127.0.0.1:3000")
+            ]),
+            origin
+        ));
+        assert!(is_same_origin(
+            &headers(&[("origin", "http://127.0.0.1:3000")]),
+            origin
+        ));
+        assert!(is_same_origin(
+            &headers(&[
+                ("origin", "http://localhost:4000"),
+                ("host", "localhost:4000")
+            ]),
+            origin
+        ));
+        assert!(!is_same_origin(
+            &headers(&[
+                ("origin", "https://evil.example"),
+                ("host", "127.0.0.1:3000")
+            ]),
             origin
         ));
         assert!(!is_same_origin(&headers(&[]), origin));
@@ -340,7 +387,10 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::ACCEPT_LANGUAGE, HeaderValue::from_static("ja"));
         assert_eq!(locale_of(&headers), Locale::Ja);
-        headers.insert(header::COOKIE, HeaderValue::from_static("a=b; banlieue-lang=en"));
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=b; banlieue-lang=en"),
+        );
         assert_eq!(locale_of(&headers), Locale::En);
         headers.insert(header::COOKIE, HeaderValue::from_static("banlieue-lang=xx"));
         assert_eq!(locale_of(&headers), Locale::Ja);

@@ -37,7 +37,9 @@ pub async fn with_feedback(
     let render = leptos_axum::render_app_to_stream_with_context(provide_page_state, move || {
         shell(options.clone())
     });
-    let mut request = Request::get(path).body(Body::empty()).expect("static request");
+    let mut request = Request::get(path)
+        .body(Body::empty())
+        .expect("static request");
     request.extensions_mut().insert(state);
     let mut response = render(request).await.into_response();
     *response.status_mut() = status;

@@ -44,13 +44,16 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
         .leptos_routes_with_context(&state, routes, pages::provide_page_state, move || {
             shell(leptos.clone())
         })
-        .fallback(leptos_axum::file_and_error_handler_with_context::<AppState, _>(
-            pages::provide_page_state,
-            shell,
-        ))
+        .fallback(leptos_axum::file_and_error_handler_with_context::<
+            AppState,
+            _,
+        >(pages::provide_page_state, shell))
         .layer(from_fn_with_state(state.clone(), middleware::session_user))
         .layer(session::layer(sessions, state.config.https))
         .layer(from_fn_with_state(state.clone(), middleware::same_origin))
-        .layer(from_fn_with_state(state.clone(), middleware::security_headers))
+        .layer(from_fn_with_state(
+            state.clone(),
+            middleware::security_headers,
+        ))
         .with_state(state)
 }

@@ -57,7 +57,11 @@ pub fn ErrorAlert(error: AppError) -> impl IntoView {
 
 /// A submit button that, once hydrated, shows it is working while the browser waits.
 #[component]
-pub fn SubmitButton(label: String, pending_label: String, pending: RwSignal<bool>) -> impl IntoView {
+pub fn SubmitButton(
+    label: String,
+    pending_label: String,
+    pending: RwSignal<bool>,
+) -> impl IntoView {
     view! {
         <button
             type="submit"

@@ -9,7 +9,11 @@ use crate::page_state;
 pub fn Dashboard() -> impl IntoView {
     let state = page_state();
     let locale = state.locale;
-    let name = state.user.as_ref().map(|u| u.label().to_owned()).unwrap_or_default();
+    let name = state
+        .user
+        .as_ref()
+        .map(|u| u.label().to_owned())
+        .unwrap_or_default();
     view! {
         <AppHeader />
         <main class="mx-auto max-w-5xl px-4 py-10">
