@@ -10,7 +10,6 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use banlieue_domain::SignedInUser;
-use banlieue_identity::SessionCheck;
 use banlieue_store::UserRecord;
 use tower_sessions::Session;
 
@@ -148,17 +147,14 @@ async fn load_user(app: &AppState, session: &Session) -> anyhow::Result<Option<U
     let Some(auth) = session.get::<SessionAuth>(AUTH_KEY).await? else {
         return Ok(None);
     };
-    match app
+    let user = app
         .accounts
         .check_session(auth.user_id, auth.auth_time())
-        .await?
-    {
-        SessionCheck::Valid(user) => Ok(Some(user)),
-        SessionCheck::Ended => {
-            session.flush().await?;
-            Ok(None)
-        }
+        .await?;
+    if user.is_none() {
+        session.flush().await?;
     }
+    Ok(user)
 }
 
 pub fn signed_in_user(user: &UserRecord) -> SignedInUser {

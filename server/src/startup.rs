@@ -60,10 +60,11 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             .clone()
             .continuously_delete_expired(Duration::from_secs(600)),
     );
-    let leptos = leptos_options(&config)?;
+    let leptos = leptos_options(&config);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {} (BANLIEUE_LISTEN)", config.listen))?;
+    let shutdown = shutdown_signal().context("cannot install signal handlers")?;
     tracing::info!(listen = %config.listen, external_url = %config.external_url, "serving");
     let state = AppState {
         accounts,
@@ -75,38 +76,36 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown_signal())
+    .with_graceful_shutdown(shutdown)
     .await?;
     store.close().await;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Leptos' options as cargo-leptos compiled them in (site root, output name), with the
-/// listen address from our configuration.
-pub fn leptos_options(config: &Config) -> anyhow::Result<LeptosOptions> {
-    let mut options = leptos::config::get_configuration(None)
-        .context("cannot read the Leptos site configuration")?
-        .leptos_options;
-    options.site_addr = config.listen;
-    Ok(options)
+/// Leptos' options: the site cargo-leptos builds (`target/site`, or `LEPTOS_SITE_ROOT`,
+/// which cargo-leptos sets when it runs the server) and our listen address.
+pub fn leptos_options(config: &Config) -> LeptosOptions {
+    let site_root = std::env::var("LEPTOS_SITE_ROOT").unwrap_or_else(|_| "target/site".into());
+    LeptosOptions::builder()
+        .output_name("banlieue-console")
+        .site_root(site_root)
+        .site_pkg_dir("pkg")
+        .site_addr(config.listen)
+        .build()
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending().await,
+/// Registers for SIGINT and SIGTERM at once (so a signal that arrives while start-up is
+/// still logging is not lost) and returns the future that completes on the first one.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
         }
-    };
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
-    }
-    tracing::info!("shutting down");
+        tracing::info!("shutting down");
+    })
 }

@@ -78,14 +78,6 @@ pub struct SignInAttempt<'a> {
     pub source: IpAddr,
 }
 
-/// Whether a browser session may go on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SessionCheck {
-    Valid(UserRecord),
-    /// The user is gone or disabled, or `not_before` moved past the session's sign-in.
-    Ended,
-}
-
 /// Users and their credentials: sign-in, password changes, the first admin and session
 /// validity. One per process, shared by every request.
 #[derive(Debug)]
@@ -94,6 +86,7 @@ pub struct Accounts {
     hasher: PasswordHasher,
     throttle: SignInThrottle,
     cache: Mutex<HashMap<i64, (Instant, UserRecord)>>,
+    cache_ttl: Duration,
 }
 
 /// How long a request may trust a cached user before re-reading it (SPEC §3: ≤ 10 s).
@@ -109,7 +102,14 @@ impl Accounts {
             hasher,
             throttle: SignInThrottle::new(throttle),
             cache: Mutex::new(HashMap::new()),
+            cache_ttl: USER_CACHE_TTL,
         }
+    }
+
+    /// Replaces [`USER_CACHE_TTL`]; tests use zero to see every change at once.
+    pub fn with_user_cache_ttl(mut self, ttl: Duration) -> Self {
+        self.cache_ttl = ttl.min(USER_CACHE_TTL);
+        self
     }
 
     pub fn store(&self) -> &Store {
@@ -283,18 +283,20 @@ impl Accounts {
         Ok(password)
     }
 
-    /// Whether a session of `user_id` that signed in at `auth_time` may go on. Reads the
-    /// user at most every [`USER_CACHE_TTL`], so a disable or a `not_before` move made by
+    /// The user of a session of `user_id` that signed in at `auth_time`, or `None` when
+    /// the session has ended: the user is gone or disabled, or `not_before` moved past
+    /// `auth_time`. Reads the
+    /// user at most every [`USER_CACHE_TTL`] (or the shorter TTL set), so a disable or a `not_before` move made by
     /// another replica ends the session within that time (at once on this replica).
     pub async fn check_session(
         &self,
         user_id: i64,
         auth_time: OffsetDateTime,
-    ) -> Result<SessionCheck, StoreError> {
+    ) -> Result<Option<UserRecord>, StoreError> {
         let cached = self
             .cache_lock()
             .get(&user_id)
-            .filter(|(at, _)| at.elapsed() < USER_CACHE_TTL)
+            .filter(|(at, _)| at.elapsed() < self.cache_ttl)
             .map(|(_, user)| user.clone());
         let user = match cached {
             Some(user) => Some(user),
@@ -312,12 +314,7 @@ impl Accounts {
                 fresh
             }
         };
-        Ok(match user {
-            Some(user) if !user.disabled && auth_time >= user.not_before => {
-                SessionCheck::Valid(user)
-            }
-            _ => SessionCheck::Ended,
-        })
+        Ok(user.filter(|user| !user.disabled && auth_time >= user.not_before))
     }
 
     /// Drops the cached copy of a user after this process changed it.

@@ -8,7 +8,7 @@ mod hasher;
 mod throttle;
 
 pub use accounts::{
-    Accounts, ChangePasswordError, IdentityError, SessionCheck, SignInAttempt, SignInError,
+    Accounts, ChangePasswordError, IdentityError, SignInAttempt, SignInError, USER_CACHE_TTL,
     generate_password,
 };
 pub use hasher::{HashError, PasswordHasher};

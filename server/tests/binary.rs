@@ -1,0 +1,130 @@
+//! The `banlieue-console` binary as an operator meets it: the first start, the admin
+//! bootstrap command and configuration errors.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn console(db_dir: &std::path::Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_banlieue-console"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env(
+            "BANLIEUE_DATABASE_URL",
+            format!("sqlite://{}/console.db", db_dir.display()),
+        )
+        .env("BANLIEUE_LISTEN", "127.0.0.1:0");
+    command
+}
+
+/// Starts `serve`, waits until it logs that it serves, stops it with SIGTERM and returns
+/// everything it wrote to stderr.
+fn serve_once(db_dir: &std::path::Path) -> String {
+    let mut child: Child = console(db_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    // Drain stdout until the process exits, so its logging never hits a closed pipe.
+    let drain = std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            if line.contains("serving") {
+                let _ = started_tx.send(());
+            }
+        }
+    });
+    started_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the console did not start serving");
+    let terminated = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(terminated.success());
+    let output = child.wait_with_output().unwrap();
+    drain.join().unwrap();
+    assert!(
+        output.status.success(),
+        "graceful shutdown exits 0: {:?}",
+        output.status
+    );
+    String::from_utf8(output.stderr).unwrap()
+}
+
+#[test]
+fn the_first_start_prints_the_admin_password_once_and_only_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let stderr = serve_once(dir.path());
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "exactly one line on stderr: {stderr:?}");
+    let password = lines[0].strip_prefix("initial admin password: ").unwrap();
+    assert_eq!(password.len(), 24);
+    assert!(password.chars().all(|c| c.is_ascii_alphanumeric()));
+    let db = std::fs::read(dir.path().join("console.db")).unwrap();
+    assert!(
+        !db.windows(password.len()).any(|w| w == password.as_bytes()),
+        "the password is stored nowhere in clear"
+    );
+
+    assert_eq!(serve_once(dir.path()), "", "a second start prints nothing");
+
+    let bootstrap = console(dir.path())
+        .args(["admin", "bootstrap"])
+        .output()
+        .unwrap();
+    assert!(!bootstrap.status.success());
+    let message = String::from_utf8(bootstrap.stderr).unwrap();
+    assert!(
+        message.contains("an enabled admin already exists"),
+        "{message}"
+    );
+}
+
+#[test]
+fn admin_bootstrap_creates_the_first_admin_on_demand() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = console(dir.path())
+        .args(["admin", "bootstrap"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.starts_with("initial admin password: "), "{stderr}");
+    assert_eq!(
+        serve_once(dir.path()),
+        "",
+        "serve sees the admin and prints nothing"
+    );
+}
+
+#[test]
+fn configuration_errors_are_actionable() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad_listen = console(dir.path())
+        .env("BANLIEUE_LISTEN", "localhost")
+        .arg("check-config")
+        .output()
+        .unwrap();
+    assert!(!bad_listen.status.success());
+    assert!(String::from_utf8_lossy(&bad_listen.stderr).contains("BANLIEUE_LISTEN"));
+
+    let missing_dir = console(dir.path())
+        .env("BANLIEUE_DATABASE_URL", "sqlite://no/such/dir/console.db")
+        .arg("check-config")
+        .output()
+        .unwrap();
+    assert!(!missing_dir.status.success());
+    let message = String::from_utf8_lossy(&missing_dir.stderr);
+    assert!(
+        message.contains("no/such/dir") && message.contains("does not exist"),
+        "{message}"
+    );
+    assert!(!message.contains("panicked"), "{message}");
+
+    let ok = console(dir.path()).arg("check-config").output().unwrap();
+    assert!(ok.status.success(), "{ok:?}");
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("configuration is valid"));
+}

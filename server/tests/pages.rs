@@ -1,0 +1,126 @@
+//! Pages, language and the headers every response carries.
+
+mod support;
+
+use axum::http::{Request, StatusCode, header};
+use support::*;
+
+#[tokio::test]
+async fn the_sign_in_card_speaks_the_browser_language() {
+    let app = TestApp::new().await;
+    let english = app.send(get("/sign-in", None)).await;
+    assert_eq!(english.status, StatusCode::OK);
+    assert!(english.body.contains("<html lang=\"en\""));
+    assert!(english.body.contains(">Sign in<"));
+
+    let request = Request::get("/sign-in")
+        .header(header::ACCEPT_LANGUAGE, "ja-JP,ja;q=0.9,en;q=0.5")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let japanese = app.send(request).await;
+    assert!(japanese.body.contains("<html lang=\"ja\""));
+    assert!(japanese.body.contains(">サインイン<"));
+}
+
+#[tokio::test]
+async fn the_language_switch_remembers_the_choice_and_returns() {
+    let app = TestApp::new().await;
+    let response = app
+        .send(post_form(
+            "/locale",
+            form(&[("lang", "ja"), ("next", "/sign-in")]),
+            None,
+        ))
+        .await;
+    assert_eq!(response.status, StatusCode::SEE_OTHER);
+    assert_eq!(response.location(), Some("/sign-in"));
+    let cookie = response.header("set-cookie").unwrap();
+    assert!(cookie.starts_with("banlieue-lang=ja;"), "{cookie}");
+    assert!(cookie.contains("Max-Age=31536000"));
+    let page = app.send(get("/sign-in", Some("banlieue-lang=ja"))).await;
+    assert!(page.body.contains(">サインイン<"));
+
+    let open_redirect = app
+        .send(post_form(
+            "/locale",
+            form(&[("lang", "en"), ("next", "//evil.example")]),
+            None,
+        ))
+        .await;
+    assert_eq!(open_redirect.location(), Some("/"));
+}
+
+#[tokio::test]
+async fn pages_carry_a_nonce_csp_and_security_headers() {
+    let app = TestApp::new().await;
+    let page = app.send(get("/sign-in", None)).await;
+    let csp = page.header("content-security-policy").unwrap();
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    let nonce = csp
+        .split("'nonce-")
+        .nth(1)
+        .unwrap()
+        .split('\'')
+        .next()
+        .unwrap();
+    assert!(nonce.len() >= 16);
+    assert!(
+        page.body.contains(&format!("nonce=\"{nonce}\"")),
+        "inline scripts carry the nonce"
+    );
+    assert!(
+        !page.body.contains("<script>"),
+        "no inline script without a nonce"
+    );
+    let second = app.send(get("/sign-in", None)).await;
+    assert_ne!(
+        second.header("content-security-policy").unwrap(),
+        csp,
+        "a fresh nonce each time"
+    );
+
+    assert_eq!(page.header("x-frame-options").as_deref(), Some("DENY"));
+    assert_eq!(
+        page.header("x-content-type-options").as_deref(),
+        Some("nosniff")
+    );
+    assert_eq!(page.header("cache-control").as_deref(), Some("no-store"));
+
+    let redirect = app.send(get("/", None)).await;
+    assert_eq!(redirect.location(), Some("/sign-in"));
+    assert!(
+        redirect
+            .header("content-security-policy")
+            .unwrap()
+            .contains("script-src 'self'")
+    );
+}
+
+#[tokio::test]
+async fn unknown_pages_are_404_once_signed_in() {
+    let app = TestApp::new().await;
+    app.create_user("alice", "correct horse battery", &[], false)
+        .await;
+    let cookie = app.sign_in("alice", "correct horse battery").await;
+    let page = app.send(get("/no/such/page", Some(&cookie))).await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    assert!(page.body.contains("Page not found"));
+    assert_eq!(
+        app.send(get("/sign-in", Some(&cookie))).await.location(),
+        Some("/")
+    );
+}
+
+#[tokio::test]
+async fn health_probes_answer_without_a_session() {
+    let app = TestApp::new().await;
+    assert_eq!(app.send(get("/healthz", None)).await.status, StatusCode::OK);
+    let ready = app.send(get("/readyz", None)).await;
+    assert_eq!(ready.status, StatusCode::OK);
+    assert_eq!(ready.body, "ok");
+    app.store().close().await;
+    assert_eq!(
+        app.send(get("/readyz", None)).await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+}

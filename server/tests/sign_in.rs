@@ -1,0 +1,554 @@
+//! Sign-in, sessions, must-change, sign-out and the refusals around them, through the
+//! whole router (middleware, session store, pages).
+
+mod support;
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use axum::http::{StatusCode, header};
+use banlieue_identity::ThrottlePolicy;
+use support::*;
+
+const PASSWORD: &str = "correct horse battery";
+
+#[tokio::test]
+async fn sign_in_with_must_change_leads_to_the_password_page_and_then_the_dashboard() {
+    let app = TestApp::new().await;
+    app.create_user("admin", PASSWORD, &["admin"], true).await;
+
+    let response = app
+        .send(post_form(
+            "/sign-in",
+            form(&[("user_name", "admin"), ("password", PASSWORD)]),
+            None,
+        ))
+        .await;
+    assert_eq!(response.status, StatusCode::SEE_OTHER);
+    assert_eq!(response.location(), Some("/change-password"));
+    let cookie = response.session_cookie().unwrap();
+    let set_cookie = response.header("set-cookie").unwrap();
+    for flag in ["HttpOnly", "SameSite=Lax", "Path=/"] {
+        assert!(set_cookie.contains(flag), "{set_cookie}");
+    }
+    assert!(
+        !set_cookie.contains("Secure"),
+        "plain http gets no Secure flag"
+    );
+
+    // The server, not the page, keeps the user on the password page.
+    let dashboard = app.send(get("/", Some(&cookie))).await;
+    assert_eq!(dashboard.status, StatusCode::SEE_OTHER);
+    assert_eq!(dashboard.location(), Some("/change-password"));
+    let other_post = app.send(post_form("/anything", "", Some(&cookie))).await;
+    assert_eq!(other_post.status, StatusCode::FORBIDDEN);
+
+    let page = app.send(get("/change-password", Some(&cookie))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("data-testid=\"must-change\""));
+
+    let changed = app
+        .send(post_form(
+            "/change-password",
+            form(&[
+                ("current_password", PASSWORD),
+                ("new_password", "a brand new passphrase"),
+                ("confirm_password", "a brand new passphrase"),
+            ]),
+            Some(&cookie),
+        ))
+        .await;
+    assert_eq!(changed.status, StatusCode::SEE_OTHER, "{}", changed.body);
+    assert_eq!(changed.location(), Some("/"));
+    let new_cookie = changed.session_cookie().unwrap();
+
+    let dashboard = app.send(get("/", Some(&new_cookie))).await;
+    assert_eq!(dashboard.status, StatusCode::OK);
+    assert!(dashboard.body.contains("Welcome, admin."));
+    assert!(dashboard.body.contains("action=\"/sign-out\""));
+}
+
+#[tokio::test]
+async fn unknown_user_and_wrong_password_get_the_same_answer() {
+    let app = TestApp::unthrottled().await;
+    app.create_user("alice", PASSWORD, &[], false).await;
+    let wrong = app
+        .send(post_form(
+            "/sign-in",
+            form(&[("user_name", "alice"), ("password", "nope")]),
+            None,
+        ))
+        .await;
+    let unknown = app
+        .send(post_form(
+            "/sign-in",
+            form(&[("user_name", "mallory"), ("password", "nope")]),
+            None,
+        ))
+        .await;
+    assert_eq!(wrong.status, StatusCode::OK);
+    assert_eq!(
+        wrong.alert().as_deref(),
+        Some("The user name or password is wrong.")
+    );
+    assert_eq!(wrong.status, unknown.status);
+    // The typed name is kept in the form, so compare with the names swapped in.
+    assert_eq!(
+        wrong.body_without_nonce().replace("alice", "NAME"),
+        unknown.body_without_nonce().replace("mallory", "NAME")
+    );
+    assert!(
+        wrong.session_cookie().is_none(),
+        "a failed sign-in creates no session"
+    );
+}
+
+/// Public reports against other consoles: empty passwords short-cutting the hash, and
+/// disabled or must-change users answering differently.
+#[tokio::test]
+async fn every_refused_sign_in_costs_one_verification_and_looks_the_same() {
+    let app = TestApp::unthrottled().await;
+    app.create_user("alice", PASSWORD, &[], false).await;
+    let disabled = app.create_user("dora", PASSWORD, &[], false).await;
+    app.store()
+        .set_disabled(disabled.id, true, time::OffsetDateTime::now_utc())
+        .await
+        .unwrap();
+    app.create_user("mona", PASSWORD, &[], true).await;
+
+    let cases = [
+        ("alice", ""),
+        ("nobody", ""),
+        ("alice", "wrong password"),
+        ("nobody", "wrong password"),
+        ("dora", "wrong password"),
+        ("mona", "wrong password"),
+    ];
+    let mut reference: Option<(StatusCode, String)> = None;
+    for (name, password) in cases {
+        for _ in 0..50 {
+            let before = app.accounts.hasher().verifications();
+            let response = app
+                .send(post_form(
+                    "/sign-in",
+                    form(&[("user_name", name), ("password", password)]),
+                    None,
+                ))
+                .await;
+            assert_eq!(
+                app.accounts.hasher().verifications(),
+                before + 1,
+                "({name}, {password:?}) must cost exactly one argon2id verification"
+            );
+            let body = response.body_without_nonce().replace(name, "NAME");
+            match &reference {
+                None => reference = Some((response.status, body)),
+                Some((status, reference_body)) => {
+                    assert_eq!(response.status, *status, "({name}, {password:?})");
+                    assert_eq!(&body, reference_body, "({name}, {password:?})");
+                }
+            }
+        }
+    }
+    // Disabled users cannot sign in even with the right password.
+    let response = app
+        .send(post_form(
+            "/sign-in",
+            form(&[("user_name", "dora"), ("password", PASSWORD)]),
+            None,
+        ))
+        .await;
+    assert_eq!(response.status, StatusCode::OK);
+    assert!(response.session_cookie().is_none());
+}
+
+#[tokio::test]
+async fn passwords_are_never_truncated() {
+    let app = TestApp::unthrottled().await;
+    let long = "p".repeat(100);
+    app.create_user("lena", &long, &[], false).await;
+    let altered = format!("{}{}", &long[..72], "q".repeat(28));
+    let response = app
+        .send(post_form(
+            "/sign-in",
+            form(&[("user_name", "lena"), ("password", &altered)]),
+            None,
+        ))
+        .await;
+    assert!(response.session_cookie().is_none());
+    app.sign_in("lena", &long).await;
+}
+
+#[tokio::test]
+async fn oversized_and_malformed_forms_are_refused_before_hashing() {
+    let app = TestApp::unthrottled().await;
+    app.create_user("alice", PASSWORD, &[], false).await;
+    let cookie = app.sign_in("alice", PASSWORD).await;
+    let before = app.accounts.hasher().verifications();
+
+    let megabyte = "x".repeat(1 << 20);
+    let started = Instant::now();
+    let huge = app
+        .send(post_form(
+            "/sign-in",
+            form(&[("user_name", "alice"), ("password", &megabyte)]),
+            None,
+        ))
+        .await;
+    assert_eq!(huge.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        huge.alert().as_deref(),
+        Some("The form was too large to accept.")
+    );
+    let huge_change = app
+        .send(post_form(
+            "/change-password",
+            form(&[
+                ("current_password", &megabyte),
+                ("new_password", "x"),
+                ("confirm_password", "x"),
+            ]),
+            Some(&cookie),
+        ))
+        .await;
+    assert_eq!(huge_change.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "refused without hashing"
+    );
+
+    let ten_kb = "y".repeat(10 * 1024);
+    let long = app
+        .send(post_form(
+            "/sign-in",
+            form(&[("user_name", "alice"), ("password", &ten_kb)]),
+            None,
+        ))
+        .await;
+    assert_eq!(long.status, StatusCode::OK);
+    assert_eq!(
+        long.alert().as_deref(),
+        Some("Passwords are at most 128 bytes long.")
+    );
+
+    let invalid_utf8 = app
+        .send(post_form(
+            "/sign-in",
+            &b"user_name=alice&password=%FF%FE"[..],
+            None,
+        ))
+        .await;
+    assert_eq!(invalid_utf8.status, StatusCode::BAD_REQUEST);
+    assert!(invalid_utf8.alert().unwrap().contains("could not be read"));
+
+    let empty = app
+        .send(post_form(
+            "/sign-in",
+            form(&[("user_name", ""), ("password", "")]),
+            None,
+        ))
+        .await;
+    assert_eq!(empty.status, StatusCode::BAD_REQUEST);
+    assert_eq!(empty.alert().as_deref(), Some("Enter your user name."));
+
+    assert_eq!(
+        app.accounts.hasher().verifications(),
+        before,
+        "no hashing on any of these"
+    );
+}
+
+#[tokio::test]
+async fn cross_site_posts_are_refused() {
+    let app = TestApp::new().await;
+    app.create_user("alice", PASSWORD, &[], false).await;
+    let body = form(&[("user_name", "alice"), ("password", PASSWORD)]);
+    let cross_site = axum::http::Request::post("/sign-in")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::ORIGIN, "https://evil.example")
+        .header("sec-fetch-site", "cross-site")
+        .header(header::ACCEPT_LANGUAGE, "ja")
+        .body(body.clone().into())
+        .unwrap();
+    let response = app.send(cross_site).await;
+    assert_eq!(response.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        response.alert().as_deref(),
+        Some("別のサイトからのリクエストのため拒否しました。")
+    );
+    assert!(response.session_cookie().is_none());
+
+    let no_origin = axum::http::Request::post("/sign-in")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(body.into())
+        .unwrap();
+    assert_eq!(app.send(no_origin).await.status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn session_ids_rotate_and_old_ones_die() {
+    let app = TestApp::new().await;
+    app.create_user("admin", PASSWORD, &["admin"], true).await;
+    // An id planted before sign-in (fixation attempt).
+    let planted = "banlieue-session=AAAAAAAAAAAAAAAAAAAAAA";
+    let signed_in = app
+        .send(post_form(
+            "/sign-in",
+            form(&[("user_name", "admin"), ("password", PASSWORD)]),
+            Some(planted),
+        ))
+        .await;
+    let after_sign_in = signed_in.session_cookie().unwrap();
+    assert_ne!(after_sign_in, planted);
+
+    let changed = app
+        .send(post_form(
+            "/change-password",
+            form(&[
+                ("current_password", PASSWORD),
+                ("new_password", "another long passphrase"),
+                ("confirm_password", "another long passphrase"),
+            ]),
+            Some(&after_sign_in),
+        ))
+        .await;
+    let after_change = changed.session_cookie().unwrap();
+    assert_ne!(after_change, after_sign_in);
+    assert_ne!(after_change, planted);
+
+    for dead in [planted, after_sign_in.as_str()] {
+        let response = app.send(get("/", Some(dead))).await;
+        assert_eq!(response.location(), Some("/sign-in"), "{dead} must be dead");
+    }
+    assert_eq!(
+        app.send(get("/", Some(&after_change))).await.status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn sign_out_deletes_the_session_on_the_server() {
+    let app = TestApp::new().await;
+    app.create_user("alice", PASSWORD, &[], false).await;
+    let cookie = app.sign_in("alice", PASSWORD).await;
+    assert_eq!(
+        app.send(get("/", Some(&cookie))).await.status,
+        StatusCode::OK
+    );
+    let out = app.send(post_form("/sign-out", "", Some(&cookie))).await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert_eq!(out.location(), Some("/sign-in"));
+    // Replaying the old cookie finds nothing.
+    let replay = app.send(get("/", Some(&cookie))).await;
+    assert_eq!(replay.location(), Some("/sign-in"));
+}
+
+#[tokio::test]
+async fn changing_the_password_ends_other_sessions_but_not_this_one() {
+    let app = TestApp::new().await;
+    app.create_user("alice", PASSWORD, &[], false).await;
+    let laptop = app.sign_in("alice", PASSWORD).await;
+    let phone = app.sign_in("alice", PASSWORD).await;
+
+    let change = |current: &'static str, new: &'static str, confirm: &'static str| {
+        post_form(
+            "/change-password",
+            form(&[
+                ("current_password", current),
+                ("new_password", new),
+                ("confirm_password", confirm),
+            ]),
+            Some(&laptop),
+        )
+    };
+    let differ = app
+        .send(change(PASSWORD, "new passphrase one", "new passphrase two"))
+        .await;
+    assert_eq!(
+        differ.alert().as_deref(),
+        Some("The two new passwords are not the same.")
+    );
+    let short = app.send(change(PASSWORD, "short", "short")).await;
+    assert_eq!(
+        short.alert().as_deref(),
+        Some("The new password must be at least 12 bytes long.")
+    );
+    let wrong = app
+        .send(change(
+            "not my password",
+            "new passphrase one",
+            "new passphrase one",
+        ))
+        .await;
+    assert_eq!(
+        wrong.alert().as_deref(),
+        Some("The current password is wrong.")
+    );
+    assert_eq!(
+        app.send(get("/", Some(&phone))).await.status,
+        StatusCode::OK,
+        "refusals change nothing"
+    );
+
+    let ok = app
+        .send(change(PASSWORD, "new passphrase one", "new passphrase one"))
+        .await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER, "{}", ok.body);
+    let laptop = ok.session_cookie().unwrap();
+    assert_eq!(
+        app.send(get("/", Some(&laptop))).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        app.send(get("/", Some(&phone))).await.location(),
+        Some("/sign-in")
+    );
+    app.sign_in("alice", "new passphrase one").await;
+}
+
+#[tokio::test]
+async fn disabling_a_user_ends_their_session() {
+    let app = TestApp::new().await;
+    let user = app.create_user("alice", PASSWORD, &[], false).await;
+    let cookie = app.sign_in("alice", PASSWORD).await;
+    app.store()
+        .set_disabled(user.id, true, time::OffsetDateTime::now_utc())
+        .await
+        .unwrap();
+    assert_eq!(
+        app.send(get("/", Some(&cookie))).await.location(),
+        Some("/sign-in")
+    );
+}
+
+#[tokio::test]
+async fn repeated_failures_are_throttled_alike_for_known_and_unknown_users() {
+    let app = TestApp::new().await;
+    app.create_user("alice", PASSWORD, &[], false).await;
+    let attempt = |name: &'static str, ip: [u8; 4]| {
+        post_form_from(
+            "/sign-in",
+            form(&[("user_name", name), ("password", "wrong")]),
+            None,
+            IpAddr::from(ip),
+        )
+    };
+    for name in ["alice", "nobody"] {
+        for i in 0..5 {
+            let response = app.send(attempt(name, [127, 0, 1, i])).await;
+            assert_eq!(response.status, StatusCode::OK);
+        }
+        let throttled = app.send(attempt(name, [127, 0, 1, 9])).await;
+        assert_eq!(
+            throttled.status,
+            StatusCode::OK,
+            "the sixth failure is still answered"
+        );
+        let blocked = app.send(attempt(name, [127, 0, 2, 1])).await;
+        assert_eq!(blocked.status, StatusCode::TOO_MANY_REQUESTS, "{name}");
+        assert_eq!(blocked.header("retry-after").as_deref(), Some("1"));
+        assert!(blocked.alert().unwrap().contains("Try again in 1 seconds"));
+    }
+    // Even the right password waits while the user is blocked.
+    let right = app
+        .send(post_form(
+            "/sign-in",
+            form(&[("user_name", "alice"), ("password", PASSWORD)]),
+            None,
+        ))
+        .await;
+    assert_eq!(right.status, StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test]
+async fn per_source_throttling_covers_every_name() {
+    let app = TestApp::with_throttle(ThrottlePolicy::default()).await;
+    for i in 0..6 {
+        let name = format!("user{i}");
+        app.send(post_form(
+            "/sign-in",
+            form(&[("user_name", &name), ("password", "x")]),
+            None,
+        ))
+        .await;
+    }
+    let response = app
+        .send(post_form(
+            "/sign-in",
+            form(&[("user_name", "fresh"), ("password", "x")]),
+            None,
+        ))
+        .await;
+    assert_eq!(response.status, StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test]
+async fn sign_ins_are_audited() {
+    let app = TestApp::unthrottled().await;
+    app.create_user("alice", PASSWORD, &[], false).await;
+    app.send(post_form(
+        "/sign-in",
+        form(&[("user_name", "alice"), ("password", "bad")]),
+        None,
+    ))
+    .await;
+    app.sign_in("alice", PASSWORD).await;
+    let events = app.store().recent_audit(10).await.unwrap();
+    let summary: Vec<_> = events
+        .iter()
+        .map(|e| {
+            (
+                e.actor.as_str(),
+                e.action.as_str(),
+                e.target.as_str(),
+                e.result.as_str(),
+                e.source_ip.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("alice", "session.sign-in", "alice", "success", "127.0.0.1"),
+            (
+                "-",
+                "session.sign-in",
+                "alice",
+                "invalid-credentials",
+                "127.0.0.1"
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn old_hash_parameters_are_upgraded_at_sign_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/console.db", dir.path().display());
+    let store = banlieue_store::Store::open(&url).await.unwrap();
+    let old = TestApp::on_store(
+        store.clone(),
+        cheap_hasher(),
+        ThrottlePolicy::default(),
+        tempfile::tempdir().unwrap(),
+    )
+    .await;
+    let user = old.create_user("alice", PASSWORD, &[], false).await;
+    assert!(
+        store
+            .password_phc(user.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .contains("m=1024,t=1,p=1")
+    );
+
+    let stronger = banlieue_identity::PasswordHasher::with_params(
+        argon2::Params::new(2048, 2, 1, None).unwrap(),
+    );
+    let new = TestApp::on_store(store.clone(), stronger, ThrottlePolicy::default(), dir).await;
+    new.sign_in("alice", PASSWORD).await;
+    let phc = store.password_phc(user.id).await.unwrap().unwrap();
+    assert!(phc.contains("m=2048,t=2,p=1"), "{phc}");
+    new.sign_in("alice", PASSWORD).await;
+}

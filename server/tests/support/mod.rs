@@ -1,0 +1,243 @@
+//! An in-process console on a temporary SQLite database, driven through its router.
+#![allow(dead_code)] // each test binary uses a different part of the harness
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use argon2::Params;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::{HeaderMap, Request, StatusCode, header};
+use banlieue_domain::{Password, RoleName, Roles, UserName};
+use banlieue_identity::{Accounts, PasswordHasher, ThrottlePolicy};
+use banlieue_store::{NewUser, Store, UserRecord};
+use http_body_util::BodyExt;
+use server::config::Settings;
+use server::{AppState, router, startup};
+use time::OffsetDateTime;
+use tower::ServiceExt;
+
+pub const ORIGIN: &str = "http://127.0.0.1:3000";
+
+pub struct TestApp {
+    pub router: Router,
+    pub accounts: Arc<Accounts>,
+    _dir: tempfile::TempDir,
+}
+
+/// Cheap argon2id parameters: the tests count verifications, they do not time them.
+pub fn cheap_hasher() -> PasswordHasher {
+    PasswordHasher::with_params(Params::new(1024, 1, 1, None).unwrap())
+}
+
+impl TestApp {
+    pub async fn new() -> Self {
+        Self::with_throttle(ThrottlePolicy::default()).await
+    }
+
+    /// A console whose throttle never engages: for tests that repeat failures.
+    pub async fn unthrottled() -> Self {
+        Self::with_throttle(ThrottlePolicy {
+            free_failures: u32::MAX,
+            ..ThrottlePolicy::default()
+        })
+        .await
+    }
+
+    pub async fn with_throttle(throttle: ThrottlePolicy) -> Self {
+        Self::with_hasher(cheap_hasher(), throttle).await
+    }
+
+    pub async fn with_hasher(hasher: PasswordHasher, throttle: ThrottlePolicy) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/console.db", dir.path().display());
+        Self::on_store(Store::open(&url).await.unwrap(), hasher, throttle, dir).await
+    }
+
+    pub async fn on_store(
+        store: Store,
+        hasher: PasswordHasher,
+        throttle: ThrottlePolicy,
+        dir: tempfile::TempDir,
+    ) -> Self {
+        let settings = Settings {
+            listen: "127.0.0.1:3000".into(),
+            database_url: "sqlite://unused".into(),
+            external_url: None,
+            log_format: server::config::LogFormat::Text,
+        };
+        let config = settings.validate().unwrap();
+        let sessions = store.session_backend().await.unwrap();
+        let accounts =
+            Arc::new(Accounts::new(store, hasher, throttle).with_user_cache_ttl(Duration::ZERO));
+        let state = AppState {
+            accounts: accounts.clone(),
+            leptos: startup::leptos_options(&config),
+            config: Arc::new(config),
+        };
+        Self {
+            router: router(state, sessions),
+            accounts,
+            _dir: dir,
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        self.accounts.store()
+    }
+
+    pub async fn create_user(
+        &self,
+        name: &str,
+        password: &str,
+        roles: &[&str],
+        must_change: bool,
+    ) -> UserRecord {
+        let phc = self
+            .accounts
+            .hasher()
+            .hash(&Password::new_secret(password).unwrap())
+            .await
+            .unwrap();
+        let new = NewUser {
+            name: UserName::parse(name).unwrap(),
+            display_name: String::new(),
+            email: String::new(),
+            roles: Roles::new(roles.iter().map(|r| RoleName::parse(r).unwrap()).collect()).unwrap(),
+            must_change_password: must_change,
+        };
+        self.store()
+            .create_user(&new, &phc, OffsetDateTime::now_utc())
+            .await
+            .unwrap()
+    }
+
+    pub async fn send(&self, request: Request<Body>) -> TestResponse {
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        TestResponse {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+        }
+    }
+
+    /// Signs in and returns the session cookie (`name=value`).
+    pub async fn sign_in(&self, name: &str, password: &str) -> String {
+        let response = self
+            .send(post_form(
+                "/sign-in",
+                form(&[("user_name", name), ("password", password)]),
+                None,
+            ))
+            .await;
+        assert_eq!(response.status, StatusCode::SEE_OTHER, "{}", response.body);
+        response.session_cookie().expect("a session cookie")
+    }
+}
+
+pub struct TestResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+impl TestResponse {
+    /// `name=value` of the session cookie this response sets, if any.
+    pub fn session_cookie(&self) -> Option<String> {
+        self.headers
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find(|v| v.starts_with("banlieue-session="))
+            .map(|v| v.split(';').next().unwrap().to_owned())
+    }
+
+    pub fn location(&self) -> Option<&str> {
+        self.headers
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+    }
+
+    /// The body with the per-response CSP nonce blanked, for comparing two responses.
+    pub fn body_without_nonce(&self) -> String {
+        let csp = self
+            .header(header::CONTENT_SECURITY_POLICY.as_str())
+            .unwrap_or_default();
+        match csp
+            .split("'nonce-")
+            .nth(1)
+            .and_then(|rest| rest.split('\'').next())
+        {
+            Some(nonce) => self.body.replace(nonce, "NONCE"),
+            None => self.body.clone(),
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    }
+
+    /// The text of the page's `role="alert"` element.
+    pub fn alert(&self) -> Option<String> {
+        let start = self.body.find("role=\"alert\"")?;
+        let text_start = start + self.body[start..].find('>')? + 1;
+        let text_end = text_start + self.body[text_start..].find('<')?;
+        Some(self.body[text_start..text_end].to_owned())
+    }
+}
+
+/// `application/x-www-form-urlencoded` encoding of `fields`.
+pub fn form(fields: &[(&str, &str)]) -> String {
+    fields
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{}={}",
+                percent_encoding::utf8_percent_encode(k, percent_encoding::NON_ALPHANUMERIC),
+                percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// A same-origin form post, as a browser sends it, from 127.0.0.1.
+pub fn post_form(path: &str, body: impl Into<Body>, cookie: Option<&str>) -> Request<Body> {
+    post_form_from(path, body, cookie, IpAddr::from([127, 0, 0, 1]))
+}
+
+pub fn post_form_from(
+    path: &str,
+    body: impl Into<Body>,
+    cookie: Option<&str>,
+    ip: IpAddr,
+) -> Request<Body> {
+    let mut builder = Request::post(path)
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::ORIGIN, ORIGIN)
+        .header("sec-fetch-site", "same-origin");
+    if let Some(cookie) = cookie {
+        builder = builder.header(header::COOKIE, cookie);
+    }
+    let mut request = builder.body(body.into()).unwrap();
+    request
+        .extensions_mut()
+        .insert(ConnectInfo(SocketAddr::new(ip, 40000)));
+    request
+}
+
+pub fn get(path: &str, cookie: Option<&str>) -> Request<Body> {
+    let mut builder = Request::get(path);
+    if let Some(cookie) = cookie {
+        builder = builder.header(header::COOKIE, cookie);
+    }
+    builder.body(Body::empty()).unwrap()
+}
