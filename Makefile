@@ -1,0 +1,20 @@
+# banlieue-console — two commands do everything:
+#   make run    build and serve the console on http://127.0.0.1:3000 (SQLite under ./data)
+#   make test   everything CI runs: format, lints, unit/integration tests on SQLite and
+#               PostgreSQL, and the browser suite in Chromium
+# Both install what is missing first (scripts/install-tools).
+
+.PHONY: run test tools bench
+
+run: tools
+	mkdir -p data
+	cargo leptos serve $(if $(RELEASE),--release)
+
+test: tools
+	scripts/test
+
+tools:
+	scripts/install-tools
+
+bench: tools
+	cargo bench -p server --bench sign_in

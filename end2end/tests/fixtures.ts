@@ -1,0 +1,52 @@
+import { test as base, expect, Page } from '@playwright/test';
+import { passwordVariable } from '../servers';
+
+/** A new password every project run sets for the first admin. */
+export const NEW_ADMIN_PASSWORD = 'a long and memorable passphrase';
+
+type Fixtures = {
+  /** The first admin's generated password of this project's console. */
+  initialPassword: string;
+  /** Fails the test on any page error or console error (CSP violations, hydration). */
+  cleanConsole: void;
+};
+
+export const test = base.extend<Fixtures>({
+  initialPassword: async ({}, use, testInfo) => {
+    const password = process.env[passwordVariable(testInfo.project.name)];
+    if (!password) throw new Error('global setup did not provide the admin password');
+    await use(password);
+  },
+  cleanConsole: [
+    async ({ page }, use) => {
+      const problems: string[] = [];
+      page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
+      page.on('console', (message) => {
+        if (message.type() === 'error') problems.push(`console: ${message.text()}`);
+      });
+      await use();
+      expect(problems).toEqual([]);
+    },
+    { auto: true },
+  ],
+});
+
+export { expect };
+
+/** Waits for hydration when JavaScript is on, so clicks hit live handlers. */
+export async function open(page: Page, path: string, javaScript: boolean): Promise<void> {
+  if (javaScript) {
+    const wasm = page.waitForResponse((r) => r.url().endsWith('.wasm') && r.ok());
+    await page.goto(path);
+    await wasm;
+    await page.waitForLoadState('networkidle');
+  } else {
+    await page.goto(path);
+  }
+}
+
+export async function signIn(page: Page, name: string, password: string): Promise<void> {
+  await page.getByLabel('User name').fill(name);
+  await page.getByLabel('Password', { exact: true }).fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}
