@@ -14,7 +14,8 @@ use crate::AppState;
 use crate::form::Form;
 use crate::middleware::{CurrentUser, LOCALE_COOKIE, client_ip, internal_error};
 use crate::pages;
-use crate::session::{AUTH_KEY, SessionAuth};
+use crate::session::AUTH_KEY;
+use banlieue_identity::SessionGrant;
 
 /// `POST /sign-in` with `user_name`, `password`. Success rotates the session id (no
 /// fixation) and redirects to the dashboard, or to the password change when it is due.
@@ -45,13 +46,9 @@ pub async fn sign_in(State(app): State<AppState>, session: Session, request: Req
     };
     let error = match app.accounts.sign_in(attempt).await {
         Ok(user) => {
-            let auth = SessionAuth::new(user.id, OffsetDateTime::now_utc());
-            let stored = async {
-                session.cycle_id().await?;
-                session.insert(AUTH_KEY, auth).await
-            };
-            if let Err(error) = stored.await {
-                return internal_error(state.locale, &error.into());
+            let opened = start_session(&app, &session, &user, &parts, OffsetDateTime::now_utc());
+            if let Err(error) = opened.await {
+                return internal_error(state.locale, &error);
             }
             let next = if user.must_change_password {
                 paths::CHANGE_PASSWORD
@@ -102,14 +99,8 @@ pub async fn change_password(
         .await
     {
         Ok(updated) => {
-            let stored = async {
-                session.cycle_id().await?;
-                session
-                    .insert(AUTH_KEY, SessionAuth::new(updated.id, now))
-                    .await
-            };
-            if let Err(error) = stored.await {
-                return internal_error(state.locale, &error.into());
+            if let Err(error) = start_session(&app, &session, &updated, &parts, now).await {
+                return internal_error(state.locale, &error);
             }
             Redirect::to(paths::DASHBOARD).into_response()
         }
@@ -135,12 +126,43 @@ pub async fn change_password(
 
 /// `POST /sign-out`: deletes the session on the server (the cookie alone is worthless
 /// afterwards) and returns to the sign-in page.
-pub async fn sign_out(session: Session, request: Request) -> Response {
+pub async fn sign_out(State(app): State<AppState>, session: Session, request: Request) -> Response {
     let locale = page_state(request.extensions()).locale;
-    if let Err(error) = session.flush().await {
-        return internal_error(locale, &error.into());
+    let ended = async {
+        if let Some(grant) = session.get::<SessionGrant>(AUTH_KEY).await? {
+            app.accounts.close_session(&grant).await?;
+        }
+        session.flush().await?;
+        anyhow::Ok(())
+    };
+    if let Err(error) = ended.await {
+        return internal_error(locale, &error);
     }
     Redirect::to(paths::SIGN_IN).into_response()
+}
+
+/// Gives the browser a fresh session for `user`: a new session id (the old one is deleted
+/// from the store, so a planted or stolen id is worthless, OWASP session fixation) and a
+/// new row in "My sessions".
+async fn start_session(
+    app: &AppState,
+    session: &Session,
+    user: &banlieue_store::UserRecord,
+    request: &http::request::Parts,
+    now: OffsetDateTime,
+) -> anyhow::Result<()> {
+    let user_agent = request
+        .headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let grant = app
+        .accounts
+        .open_session(user, client_ip(&request.extensions), user_agent, now)
+        .await?;
+    session.cycle_id().await?;
+    session.insert(AUTH_KEY, grant).await?;
+    Ok(())
 }
 
 /// `POST /locale` with `lang` (`en` or `ja`) and `next` (a path on this site): remembers

@@ -14,7 +14,8 @@ use banlieue_store::UserRecord;
 use tower_sessions::Session;
 
 use crate::AppState;
-use crate::session::{AUTH_KEY, SessionAuth};
+use crate::session::AUTH_KEY;
+use banlieue_identity::SessionGrant;
 
 /// The cookie remembering the chosen language.
 pub const LOCALE_COOKIE: &str = "banlieue-lang";
@@ -123,7 +124,8 @@ pub async fn session_user(
     next: Next,
 ) -> Response {
     let locale = locale_of(request.headers());
-    let user = match load_user(&app, &session).await {
+    let source = client_ip(request.extensions());
+    let user = match load_user(&app, &session, source).await {
         Ok(user) => user,
         Err(error) => return internal_error(locale, &error),
     };
@@ -143,14 +145,15 @@ pub async fn session_user(
     next.run(request).await
 }
 
-async fn load_user(app: &AppState, session: &Session) -> anyhow::Result<Option<UserRecord>> {
-    let Some(auth) = session.get::<SessionAuth>(AUTH_KEY).await? else {
+async fn load_user(
+    app: &AppState,
+    session: &Session,
+    source: IpAddr,
+) -> anyhow::Result<Option<UserRecord>> {
+    let Some(grant) = session.get::<SessionGrant>(AUTH_KEY).await? else {
         return Ok(None);
     };
-    let user = app
-        .accounts
-        .check_session(auth.user_id, auth.auth_time())
-        .await?;
+    let user = app.accounts.check_session(&grant, source).await?;
     if user.is_none() {
         session.flush().await?;
     }

@@ -4,7 +4,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use banlieue_domain::{BuiltinRole, Password, PasswordError, RoleName, Roles, UserName};
-use banlieue_store::{AuditEvent, NewUser, Store, StoreError, UserRecord};
+use banlieue_store::{AuditEvent, NewUser, Store, StoreError, UserRecord, UserSession};
 use rand::Rng;
 use rand::distributions::Alphanumeric;
 use time::OffsetDateTime;
@@ -77,6 +77,28 @@ pub struct SignInAttempt<'a> {
     pub password: &'a str,
     pub source: IpAddr,
 }
+
+/// What a browser session holds after sign-in: whose it is, since when, and the handle of
+/// its row in "My sessions" (deleting that row ends the session).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SessionGrant {
+    pub user_id: i64,
+    /// 128 random bits, hex.
+    pub handle: String,
+    /// Milliseconds since the Unix epoch: the session is dead once the user's
+    /// `not_before` passes it.
+    pub auth_time_ms: i64,
+}
+
+impl SessionGrant {
+    pub fn auth_time(&self) -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp_nanos(i128::from(self.auth_time_ms) * 1_000_000)
+            .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+    }
+}
+
+/// How often a session's "last seen" is written, at most.
+const LAST_SEEN_GRANULARITY: time::Duration = time::Duration::minutes(1);
 
 /// Users and their credentials: sign-in, password changes, the first admin and session
 /// validity. One per process, shared by every request.
@@ -235,6 +257,9 @@ impl Accounts {
         }
         let phc = self.hasher.hash(&new).await?;
         let updated = self.store.set_password(user.id, &phc, false, now).await?;
+        // Every session dies with `not_before`; their rows go too (the caller opens a
+        // fresh one for the browser that made the change).
+        self.store.delete_user_sessions(user.id).await?;
         self.forget(user.id);
         self.audit(name, "user.password-change", name, source, "success")
             .await;
@@ -283,38 +308,92 @@ impl Accounts {
         Ok(password)
     }
 
-    /// The user of a session of `user_id` that signed in at `auth_time`, or `None` when
-    /// the session has ended: the user is gone or disabled, or `not_before` moved past
-    /// `auth_time`. Reads the
-    /// user at most every [`USER_CACHE_TTL`] (or the shorter TTL set), so a disable or a `not_before` move made by
-    /// another replica ends the session within that time (at once on this replica).
+    /// Opens a browser session for `user` (after a sign-in or a password change): records
+    /// it in "My sessions" and returns what the session cookie's record keeps.
+    pub async fn open_session(
+        &self,
+        user: &UserRecord,
+        source: IpAddr,
+        user_agent: &str,
+        now: OffsetDateTime,
+    ) -> Result<SessionGrant, StoreError> {
+        let handle = random_handle();
+        self.store
+            .insert_user_session(&UserSession {
+                handle: handle.clone(),
+                user_id: user.id,
+                created_at: now,
+                last_seen_at: now,
+                source_ip: source.to_string(),
+                user_agent: user_agent.chars().take(256).collect(),
+            })
+            .await?;
+        Ok(SessionGrant {
+            user_id: user.id,
+            handle,
+            auth_time_ms: i64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX),
+        })
+    }
+
+    /// The user of a session, or `None` when it has ended: revoked (its row is gone), the
+    /// user is gone or disabled, or `not_before` moved past its sign-in. The user is read
+    /// at most every [`USER_CACHE_TTL`] (or the shorter TTL set), so a disable made by
+    /// another replica ends the session within that time (at once on this replica); the
+    /// session row is read on every request, so a revocation takes effect at once.
     pub async fn check_session(
         &self,
-        user_id: i64,
-        auth_time: OffsetDateTime,
+        grant: &SessionGrant,
+        source: IpAddr,
     ) -> Result<Option<UserRecord>, StoreError> {
+        let Some(row) = self.store.user_session(&grant.handle).await? else {
+            return Ok(None);
+        };
+        if row.user_id != grant.user_id {
+            return Ok(None);
+        }
+        let Some(user) = self.cached_user(grant.user_id).await? else {
+            return Ok(None);
+        };
+        if user.disabled || grant.auth_time() < user.not_before {
+            return Ok(None);
+        }
+        let now = OffsetDateTime::now_utc();
+        if now - row.last_seen_at >= LAST_SEEN_GRANULARITY {
+            self.store
+                .touch_user_session(&grant.handle, now, &source.to_string())
+                .await?;
+        }
+        Ok(Some(user))
+    }
+
+    /// Ends one session (sign-out).
+    pub async fn close_session(&self, grant: &SessionGrant) -> Result<(), StoreError> {
+        self.store
+            .delete_user_session(grant.user_id, &grant.handle)
+            .await?;
+        Ok(())
+    }
+
+    async fn cached_user(&self, user_id: i64) -> Result<Option<UserRecord>, StoreError> {
         let cached = self
             .cache_lock()
             .get(&user_id)
             .filter(|(at, _)| at.elapsed() < self.cache_ttl)
             .map(|(_, user)| user.clone());
-        let user = match cached {
-            Some(user) => Some(user),
-            None => {
-                let fresh = self.store.user_by_id(user_id).await?;
-                let mut cache = self.cache_lock();
-                match &fresh {
-                    Some(user) => {
-                        cache.insert(user_id, (Instant::now(), user.clone()));
-                    }
-                    None => {
-                        cache.remove(&user_id);
-                    }
-                }
-                fresh
+        if cached.is_some() {
+            return Ok(cached);
+        }
+        let fresh = self.store.user_by_id(user_id).await?;
+        let mut cache = self.cache_lock();
+        match &fresh {
+            Some(user) => {
+                cache.insert(user_id, (Instant::now(), user.clone()));
             }
-        };
-        Ok(user.filter(|user| !user.disabled && auth_time >= user.not_before))
+            None => {
+                cache.remove(&user_id);
+            }
+        }
+        Ok(fresh)
     }
 
     /// Drops the cached copy of a user after this process changed it.
@@ -359,6 +438,12 @@ fn audit_safe(raw: &str) -> String {
         .filter(|c| !c.is_control())
         .take(UserName::MAX_LEN + 1)
         .collect()
+}
+
+/// 128 random bits from the OS RNG, as 32 hex digits.
+fn random_handle() -> String {
+    let bytes: [u8; 16] = rand::rngs::OsRng.r#gen();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A fresh random password: 24 characters of `[A-Za-z0-9]` from the OS RNG

@@ -8,8 +8,8 @@ mod hasher;
 mod throttle;
 
 pub use accounts::{
-    Accounts, ChangePasswordError, IdentityError, SignInAttempt, SignInError, USER_CACHE_TTL,
-    generate_password,
+    Accounts, ChangePasswordError, IdentityError, SessionGrant, SignInAttempt, SignInError,
+    USER_CACHE_TTL, generate_password,
 };
 pub use hasher::{HashError, PasswordHasher};
 pub use throttle::{SignInThrottle, ThrottlePolicy};

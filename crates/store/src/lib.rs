@@ -9,9 +9,11 @@
 mod audit;
 mod database;
 mod sessions;
+mod user_sessions;
 mod users;
 
 pub use audit::AuditEvent;
 pub use database::{Backend, Store, StoreError};
 pub use sessions::SessionBackend;
+pub use user_sessions::UserSession;
 pub use users::{NewUser, UserRecord};

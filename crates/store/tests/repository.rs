@@ -254,3 +254,68 @@ async fn a_read_only_sqlite_database_is_a_clear_error() {
     );
     assert!(err.to_string().contains("read-only"));
 }
+
+async fn user_sessions_are_listed_and_revoked(store: Store) {
+    use banlieue_store::UserSession;
+    let t0 = at(1_790_000_200_000);
+    let alice = store
+        .create_user(&new_user("alice", &[]), "$x", t0)
+        .await
+        .unwrap();
+    let bob = store
+        .create_user(&new_user("bob", &[]), "$x", t0)
+        .await
+        .unwrap();
+    let session = |handle: &str, user_id: i64, seen_ms: i64| UserSession {
+        handle: handle.into(),
+        user_id,
+        created_at: t0,
+        last_seen_at: at(seen_ms),
+        source_ip: "127.0.0.1".into(),
+        user_agent: "Test/1.0".into(),
+    };
+    store
+        .insert_user_session(&session("a1", alice.id, 1_790_000_200_000))
+        .await
+        .unwrap();
+    store
+        .insert_user_session(&session("a2", alice.id, 1_790_000_300_000))
+        .await
+        .unwrap();
+    store
+        .insert_user_session(&session("b1", bob.id, 1_790_000_200_000))
+        .await
+        .unwrap();
+
+    let listed: Vec<_> = store
+        .user_sessions_of(alice.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.handle)
+        .collect();
+    assert_eq!(listed, ["a2", "a1"], "most recently used first");
+
+    store
+        .touch_user_session("a1", at(1_790_000_400_000), "127.0.0.2")
+        .await
+        .unwrap();
+    let touched = store.user_session("a1").await.unwrap().unwrap();
+    assert_eq!(touched.last_seen_at, at(1_790_000_400_000));
+    assert_eq!(touched.source_ip, "127.0.0.2");
+
+    assert!(
+        !store.delete_user_session(alice.id, "b1").await.unwrap(),
+        "not alice's"
+    );
+    assert!(store.user_session("b1").await.unwrap().is_some());
+    assert!(store.delete_user_session(alice.id, "a1").await.unwrap());
+    assert!(store.user_session("a1").await.unwrap().is_none());
+    assert_eq!(store.delete_user_sessions(alice.id).await.unwrap(), 1);
+    assert!(store.user_sessions_of(alice.id).await.unwrap().is_empty());
+    assert_eq!(store.user_sessions_of(bob.id).await.unwrap().len(), 1);
+}
+on_both_backends!(
+    user_sessions_are_listed_and_revoked_works,
+    user_sessions_are_listed_and_revoked
+);
