@@ -41,6 +41,14 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("{what} already exists")]
     AlreadyExists { what: &'static str },
+    #[error("{what} does not exist")]
+    NotFound { what: &'static str },
+    /// Optimistic concurrency: the row changed since the caller read `version`.
+    #[error("the {what} was changed by someone else in the meantime")]
+    Conflict { what: &'static str },
+    /// The write would leave no enabled user with the `admin` role (SPEC §5 guards).
+    #[error("the last enabled admin cannot be disabled, deleted or demoted")]
+    LastAdmin,
     #[error("stored data is invalid: {0}")]
     Corrupt(String),
     #[error("database error: {0}")]
@@ -112,6 +120,28 @@ impl Store {
             sqlx::migrate::MigrateError::Execute(inner) => classify_open_error(inner, &self.url),
             other => StoreError::Migrate(other),
         })
+    }
+
+    /// Starts a transaction that will write users: SQLite takes the write lock up front
+    /// (`BEGIN IMMEDIATE`, so two writers queue on `busy_timeout` instead of failing on a
+    /// lock upgrade); PostgreSQL locks `users` against concurrent writers, so invariants
+    /// such as "an enabled admin remains" cannot be broken by two transactions at once.
+    pub(crate) async fn begin_write<'c>(
+        &self,
+        conn: &'c mut sqlx::pool::PoolConnection<sqlx::Any>,
+    ) -> Result<sqlx::Transaction<'c, sqlx::Any>, StoreError> {
+        match self.backend {
+            Backend::Sqlite => {
+                Ok(sqlx::Connection::begin_with(&mut **conn, "BEGIN IMMEDIATE").await?)
+            }
+            Backend::Postgres => {
+                let mut tx = sqlx::Connection::begin(&mut **conn).await?;
+                sqlx::query("LOCK TABLE users IN SHARE ROW EXCLUSIVE MODE")
+                    .execute(&mut *tx)
+                    .await?;
+                Ok(tx)
+            }
+        }
     }
 
     pub fn backend(&self) -> Backend {
@@ -201,4 +231,22 @@ pub(crate) fn from_millis(ms: i64) -> Result<OffsetDateTime, StoreError> {
 
 pub(crate) fn is_unique_violation(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+/// Commits `tx` when `result` is `Ok`, rolls it back (at once, releasing SQLite's write
+/// lock) when it is `Err`.
+pub(crate) async fn finish<T>(
+    tx: sqlx::Transaction<'_, sqlx::Any>,
+    result: Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    match result {
+        Ok(value) => {
+            tx.commit().await?;
+            Ok(value)
+        }
+        Err(error) => {
+            tx.rollback().await?;
+            Err(error)
+        }
+    }
 }

@@ -16,4 +16,4 @@ pub use audit::AuditEvent;
 pub use database::{Backend, Store, StoreError};
 pub use sessions::SessionBackend;
 pub use user_sessions::UserSession;
-pub use users::{NewUser, UserRecord};
+pub use users::{NewUser, UserPage, UserRecord};

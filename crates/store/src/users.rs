@@ -1,9 +1,9 @@
 use banlieue_domain::{RoleName, Roles, UserName};
 use sqlx::any::AnyRow;
-use sqlx::{Acquire, Row};
+use sqlx::{AnyConnection, Row};
 use time::OffsetDateTime;
 
-use crate::database::{from_millis, is_unique_violation, to_millis};
+use crate::database::{finish, from_millis, is_unique_violation, to_millis};
 use crate::{Store, StoreError};
 
 /// A stored user, without any credential.
@@ -24,6 +24,13 @@ pub struct UserRecord {
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
     pub last_sign_in_at: Option<OffsetDateTime>,
+}
+
+/// One page of users and how many match in all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserPage {
+    pub users: Vec<UserRecord>,
+    pub total: i64,
 }
 
 /// What creating a user needs besides its password hash.
@@ -52,8 +59,9 @@ impl Store {
     ) -> Result<UserRecord, StoreError> {
         let now_ms = to_millis(now);
         let mut conn = self.pool.acquire().await?;
-        let mut tx = conn.begin().await?;
-        let id: i64 = sqlx::query_scalar(
+        let mut tx = self.begin_write(&mut conn).await?;
+        let result = async {
+            let id: i64 = sqlx::query_scalar(
             "INSERT INTO users (name, display_name, email, tenant, disabled, must_change_password, \
              not_before_ms, version, created_ms, updated_ms) \
              VALUES ($1, $2, $3, NULL, $4, $5, $6, 1, $6, $6) RETURNING id",
@@ -73,22 +81,25 @@ impl Store {
                 e.into()
             }
         })?;
-        for role in new.roles.iter() {
-            sqlx::query("INSERT INTO user_roles (user_id, role) VALUES ($1, $2)")
-                .bind(id)
-                .bind(role.as_str())
-                .execute(&mut *tx)
-                .await?;
+            for role in new.roles.iter() {
+                sqlx::query("INSERT INTO user_roles (user_id, role) VALUES ($1, $2)")
+                    .bind(id)
+                    .bind(role.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            sqlx::query(
+                "INSERT INTO password_credentials (user_id, phc, updated_ms) VALUES ($1, $2, $3)",
+            )
+            .bind(id)
+            .bind(password_phc)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?;
+            Ok(id)
         }
-        sqlx::query(
-            "INSERT INTO password_credentials (user_id, phc, updated_ms) VALUES ($1, $2, $3)",
-        )
-        .bind(id)
-        .bind(password_phc)
-        .bind(now_ms)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
+        .await;
+        let id = finish(tx, result).await?;
         self.user_by_id(id)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("user {id} vanished after insert")))
@@ -118,34 +129,41 @@ impl Store {
                 .bind(id)
                 .fetch_all(&self.pool)
                 .await?;
-        let roles = role_names
-            .iter()
-            .map(|r| RoleName::parse(r))
-            .collect::<Result<Vec<_>, _>>()
-            .and_then(Roles::new)
-            .map_err(|e| StoreError::Corrupt(format!("roles of user {id}: {e}")))?;
-        let name: String = row.try_get("name")?;
-        Ok(Some(UserRecord {
-            id,
-            name: UserName::parse(&name)
-                .map_err(|e| StoreError::Corrupt(format!("user name {name:?}: {e}")))?,
-            display_name: row.try_get("display_name")?,
-            email: row.try_get("email")?,
-            tenant: row.try_get("tenant")?,
-            roles,
-            disabled: row.try_get::<i64, _>("disabled")? != 0,
-            must_change_password: row.try_get::<i64, _>("must_change_password")? != 0,
-            not_before: from_millis(row.try_get("not_before_ms")?)?,
-            version: row.try_get("version")?,
-            created_at: from_millis(row.try_get("created_ms")?)?,
-            updated_at: from_millis(row.try_get("updated_ms")?)?,
-            last_sign_in_at: row
-                .try_get::<Option<i64>, _>("last_sign_in_ms")?
-                .map(from_millis)
-                .transpose()?,
-        }))
+        user_from_row(&row, role_names).map(Some)
     }
+}
 
+fn user_from_row(row: &AnyRow, role_names: Vec<String>) -> Result<UserRecord, StoreError> {
+    let id: i64 = row.try_get("id")?;
+    let roles = role_names
+        .iter()
+        .map(|r| RoleName::parse(r))
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(Roles::new)
+        .map_err(|e| StoreError::Corrupt(format!("roles of user {id}: {e}")))?;
+    let name: String = row.try_get("name")?;
+    Ok(UserRecord {
+        id,
+        name: UserName::parse(&name)
+            .map_err(|e| StoreError::Corrupt(format!("user name {name:?}: {e}")))?,
+        display_name: row.try_get("display_name")?,
+        email: row.try_get("email")?,
+        tenant: row.try_get("tenant")?,
+        roles,
+        disabled: row.try_get::<i64, _>("disabled")? != 0,
+        must_change_password: row.try_get::<i64, _>("must_change_password")? != 0,
+        not_before: from_millis(row.try_get("not_before_ms")?)?,
+        version: row.try_get("version")?,
+        created_at: from_millis(row.try_get("created_ms")?)?,
+        updated_at: from_millis(row.try_get("updated_ms")?)?,
+        last_sign_in_at: row
+            .try_get::<Option<i64>, _>("last_sign_in_ms")?
+            .map(from_millis)
+            .transpose()?,
+    })
+}
+
+impl Store {
     /// The user's password hash in PHC string format, if one is set.
     pub async fn password_phc(&self, user_id: i64) -> Result<Option<String>, StoreError> {
         Ok(
@@ -184,7 +202,8 @@ impl Store {
     ) -> Result<UserRecord, StoreError> {
         let now_ms = to_millis(now);
         let mut conn = self.pool.acquire().await?;
-        let mut tx = conn.begin().await?;
+        let mut tx = self.begin_write(&mut conn).await?;
+        let result = async {
         sqlx::query(
             "UPDATE users SET must_change_password = $1, not_before_ms = $2, updated_ms = $2, \
              version = version + 1 WHERE id = $3",
@@ -203,7 +222,10 @@ impl Store {
         .bind(now_ms)
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
+            Ok(())
+        }
+        .await;
+        finish(tx, result).await?;
         self.user_by_id(user_id)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("user {user_id} vanished")))
@@ -258,4 +280,267 @@ impl Store {
             .fetch_one(&self.pool)
             .await?)
     }
+}
+
+const ADMIN_ROLE: &str = "admin";
+
+impl Store {
+    /// Users whose name, display name or e-mail contains `search` (case-insensitive; empty
+    /// matches all), ordered by name: `limit` rows from `offset`, and the total count.
+    pub async fn list_users(
+        &self,
+        search: &str,
+        offset: i64,
+        limit: i64,
+    ) -> Result<UserPage, StoreError> {
+        let pattern = format!("%{}%", escape_like(&search.to_lowercase()));
+        let filter = "($1 = '' OR lower(name) LIKE $2 ESCAPE '\\' OR lower(display_name) LIKE $2 ESCAPE '\\' \
+                      OR lower(email) LIKE $2 ESCAPE '\\')";
+        let total: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM users WHERE {filter}"))
+            .bind(search)
+            .bind(&pattern)
+            .fetch_one(&self.pool)
+            .await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {USER_COLUMNS} FROM users WHERE {filter} ORDER BY name LIMIT $3 OFFSET $4"
+        ))
+        .bind(search)
+        .bind(&pattern)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(&self.pool)
+        .await?;
+        let ids: Vec<i64> = rows
+            .iter()
+            .map(|row| row.try_get("id"))
+            .collect::<Result<_, _>>()?;
+        let mut roles = self.roles_of(&ids).await?;
+        let users = rows
+            .iter()
+            .map(|row| {
+                user_from_row(
+                    row,
+                    roles
+                        .remove(&row.try_get::<i64, _>("id")?)
+                        .unwrap_or_default(),
+                )
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(UserPage { users, total })
+    }
+
+    async fn roles_of(
+        &self,
+        ids: &[i64],
+    ) -> Result<std::collections::HashMap<i64, Vec<String>>, StoreError> {
+        let mut by_user: std::collections::HashMap<i64, Vec<String>> =
+            std::collections::HashMap::new();
+        if ids.is_empty() {
+            return Ok(by_user);
+        }
+        let placeholders: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "SELECT user_id, role FROM user_roles WHERE user_id IN ({}) ORDER BY role",
+            placeholders.join(", ")
+        );
+        let mut query = sqlx::query(&sql);
+        for id in ids {
+            query = query.bind(*id);
+        }
+        for row in query.fetch_all(&self.pool).await? {
+            by_user
+                .entry(row.try_get("user_id")?)
+                .or_default()
+                .push(row.try_get("role")?);
+        }
+        Ok(by_user)
+    }
+
+    /// Replaces display name, e-mail and roles if the user is still at `expected_version`.
+    ///
+    /// Errors: [`StoreError::Conflict`] (someone changed it meanwhile),
+    /// [`StoreError::NotFound`], [`StoreError::LastAdmin`] (nothing is written).
+    pub async fn update_user(
+        &self,
+        id: i64,
+        expected_version: i64,
+        display_name: &str,
+        email: &str,
+        roles: &Roles,
+        now: OffsetDateTime,
+    ) -> Result<UserRecord, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let mut tx = self.begin_write(&mut conn).await?;
+        let result = async {
+        let admins_before = enabled_admins(&mut tx).await?;
+        let done = sqlx::query(
+            "UPDATE users SET display_name = $1, email = $2, updated_ms = $3, version = version + 1 \
+             WHERE id = $4 AND version = $5",
+        )
+        .bind(display_name)
+        .bind(email)
+        .bind(to_millis(now))
+        .bind(id)
+        .bind(expected_version)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(conflict_or_missing(&mut tx, id).await);
+        }
+        sqlx::query("DELETE FROM user_roles WHERE user_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        for role in roles.iter() {
+            sqlx::query("INSERT INTO user_roles (user_id, role) VALUES ($1, $2)")
+                .bind(id)
+                .bind(role.as_str())
+                .execute(&mut *tx)
+                .await?;
+        }
+        ensure_an_admin_remains(&mut tx, admins_before).await?;
+            Ok(())
+        }
+        .await;
+        finish(tx, result).await?;
+        self.user_by_id(id)
+            .await?
+            .ok_or(StoreError::NotFound { what: "user" })
+    }
+
+    /// Disables or enables the user if still at `expected_version`. Same errors as
+    /// [`Store::update_user`].
+    pub async fn set_user_disabled(
+        &self,
+        id: i64,
+        expected_version: i64,
+        disabled: bool,
+        now: OffsetDateTime,
+    ) -> Result<UserRecord, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let mut tx = self.begin_write(&mut conn).await?;
+        let result = async {
+            let admins_before = enabled_admins(&mut tx).await?;
+            let done = sqlx::query(
+                "UPDATE users SET disabled = $1, updated_ms = $2, version = version + 1 \
+             WHERE id = $3 AND version = $4",
+            )
+            .bind(i64::from(disabled))
+            .bind(to_millis(now))
+            .bind(id)
+            .bind(expected_version)
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() == 0 {
+                return Err(conflict_or_missing(&mut tx, id).await);
+            }
+            if disabled {
+                sqlx::query("DELETE FROM user_sessions WHERE user_id = $1")
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            ensure_an_admin_remains(&mut tx, admins_before).await?;
+            Ok(())
+        }
+        .await;
+        finish(tx, result).await?;
+        self.user_by_id(id)
+            .await?
+            .ok_or(StoreError::NotFound { what: "user" })
+    }
+
+    /// Deletes the user (roles, credential and sessions with it) if still at
+    /// `expected_version`. Same errors as [`Store::update_user`].
+    pub async fn delete_user(&self, id: i64, expected_version: i64) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let mut tx = self.begin_write(&mut conn).await?;
+        let result = async {
+            let admins_before = enabled_admins(&mut tx).await?;
+            let done = sqlx::query("DELETE FROM users WHERE id = $1 AND version = $2")
+                .bind(id)
+                .bind(expected_version)
+                .execute(&mut *tx)
+                .await?;
+            if done.rows_affected() == 0 {
+                return Err(conflict_or_missing(&mut tx, id).await);
+            }
+            ensure_an_admin_remains(&mut tx, admins_before).await?;
+            Ok(())
+        }
+        .await;
+        finish(tx, result).await?;
+        Ok(())
+    }
+
+    /// Ends every session and token of the user: `not_before = now`, session rows deleted.
+    pub async fn revoke_user_sessions(
+        &self,
+        id: i64,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let mut tx = self.begin_write(&mut conn).await?;
+        let result = async {
+        let done = sqlx::query(
+            "UPDATE users SET not_before_ms = $1, updated_ms = $1, version = version + 1 WHERE id = $2",
+        )
+        .bind(to_millis(now))
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound { what: "user" });
+        }
+        sqlx::query("DELETE FROM user_sessions WHERE user_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+            Ok(())
+        }
+        .await;
+        finish(tx, result).await?;
+        Ok(())
+    }
+}
+
+async fn enabled_admins(conn: &mut AnyConnection) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT COUNT(*) FROM users u JOIN user_roles r ON r.user_id = u.id \
+         WHERE r.role = $1 AND u.disabled = 0",
+    )
+    .bind(ADMIN_ROLE)
+    .fetch_one(&mut *conn)
+    .await?)
+}
+
+async fn ensure_an_admin_remains(conn: &mut AnyConnection, before: i64) -> Result<(), StoreError> {
+    if before > 0 && enabled_admins(conn).await? == 0 {
+        return Err(StoreError::LastAdmin);
+    }
+    Ok(())
+}
+
+async fn conflict_or_missing(conn: &mut AnyConnection, id: i64) -> StoreError {
+    let exists: Result<Option<i64>, _> = sqlx::query_scalar("SELECT id FROM users WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await;
+    match exists {
+        Ok(Some(_)) => StoreError::Conflict { what: "user" },
+        Ok(None) => StoreError::NotFound { what: "user" },
+        Err(e) => e.into(),
+    }
+}
+
+/// Escapes `%`, `_` and `\` for a `LIKE ... ESCAPE '\'` pattern.
+fn escape_like(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
 }

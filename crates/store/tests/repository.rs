@@ -319,3 +319,151 @@ on_both_backends!(
     user_sessions_are_listed_and_revoked_works,
     user_sessions_are_listed_and_revoked
 );
+
+async fn users_are_searched_and_paged(store: Store) {
+    let now = OffsetDateTime::now_utc();
+    for i in 0..25 {
+        let mut user = new_user(&format!("user-{i:02}"), &["viewer"]);
+        if i == 7 {
+            user.display_name = "Ada 100% Lovelace".into();
+        }
+        store.create_user(&user, "$x", now).await.unwrap();
+    }
+    let first = store.list_users("", 0, 10).await.unwrap();
+    assert_eq!(first.total, 25);
+    let names: Vec<_> = first
+        .users
+        .iter()
+        .map(|u| u.name.as_str().to_owned())
+        .collect();
+    assert_eq!(names.first().map(String::as_str), Some("user-00"));
+    assert_eq!(names.len(), 10);
+    assert!(
+        first.users.iter().all(|u| u.roles.contains("viewer")),
+        "roles come with the page"
+    );
+    let last = store.list_users("", 20, 10).await.unwrap();
+    assert_eq!(last.users.len(), 5);
+
+    let found = store.list_users("LOVELACE", 0, 10).await.unwrap();
+    assert_eq!(found.total, 1);
+    assert_eq!(found.users[0].name.as_str(), "user-07");
+    // LIKE wildcards in the search are literal characters.
+    assert_eq!(store.list_users("100%", 0, 10).await.unwrap().total, 1);
+    assert_eq!(store.list_users("_", 0, 10).await.unwrap().total, 0);
+    assert_eq!(store.list_users("user-1", 0, 50).await.unwrap().total, 10);
+}
+on_both_backends!(
+    users_are_searched_and_paged_works,
+    users_are_searched_and_paged
+);
+
+async fn stale_versions_conflict_and_the_last_admin_stays(store: Store) {
+    let now = OffsetDateTime::now_utc();
+    let admin = store
+        .create_user(&new_user("root", &["admin"]), "$x", now)
+        .await
+        .unwrap();
+    let viewer_roles = Roles::new(vec![RoleName::parse("viewer").unwrap()]).unwrap();
+
+    let demoted = store
+        .update_user(
+            admin.id,
+            admin.version,
+            "Root",
+            "r@x.test",
+            &viewer_roles,
+            now,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(demoted, StoreError::LastAdmin), "{demoted:?}");
+    let disabled = store
+        .set_user_disabled(admin.id, admin.version, true, now)
+        .await
+        .unwrap_err();
+    assert!(matches!(disabled, StoreError::LastAdmin), "{disabled:?}");
+    let deleted = store
+        .delete_user(admin.id, admin.version)
+        .await
+        .unwrap_err();
+    assert!(matches!(deleted, StoreError::LastAdmin), "{deleted:?}");
+    assert_eq!(
+        store.user_by_id(admin.id).await.unwrap().unwrap(),
+        admin,
+        "nothing changed"
+    );
+
+    let second = store
+        .create_user(&new_user("second", &["admin"]), "$x", now)
+        .await
+        .unwrap();
+    let renamed = store
+        .update_user(
+            admin.id,
+            admin.version,
+            "Root",
+            "r@x.test",
+            &viewer_roles,
+            now,
+        )
+        .await
+        .unwrap();
+    assert_eq!(renamed.display_name, "Root");
+    assert!(!renamed.roles.contains("admin"));
+    assert_eq!(renamed.version, admin.version + 1);
+
+    // A second writer holding the old version is told, not silently overwritten.
+    let stale = store
+        .update_user(
+            admin.id,
+            admin.version,
+            "Other",
+            "o@x.test",
+            &viewer_roles,
+            now,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(stale, StoreError::Conflict { .. }), "{stale:?}");
+    let missing = store.delete_user(9_999, 1).await.unwrap_err();
+    assert!(
+        matches!(missing, StoreError::NotFound { .. }),
+        "{missing:?}"
+    );
+
+    store
+        .delete_user(renamed.id, renamed.version)
+        .await
+        .unwrap();
+    assert!(store.user_by_id(admin.id).await.unwrap().is_none());
+    let second = store
+        .set_user_disabled(second.id, second.version, false, now)
+        .await
+        .unwrap();
+    assert!(!second.disabled);
+}
+on_both_backends!(
+    stale_versions_conflict_and_the_last_admin_stays_works,
+    stale_versions_conflict_and_the_last_admin_stays
+);
+
+async fn revoking_sessions_moves_not_before(store: Store) {
+    let t0 = at(1_790_000_000_000);
+    let user = store
+        .create_user(&new_user("eve", &[]), "$x", t0)
+        .await
+        .unwrap();
+    let t1 = at(1_790_000_060_000);
+    store.revoke_user_sessions(user.id, t1).await.unwrap();
+    let after = store.user_by_id(user.id).await.unwrap().unwrap();
+    assert_eq!(after.not_before, t1);
+    assert!(matches!(
+        store.revoke_user_sessions(12_345, t1).await.unwrap_err(),
+        StoreError::NotFound { .. }
+    ));
+}
+on_both_backends!(
+    revoking_sessions_moves_not_before_works,
+    revoking_sessions_moves_not_before
+);
