@@ -19,6 +19,16 @@ pub enum BuiltinRole {
 impl BuiltinRole {
     pub const ALL: [BuiltinRole; 4] = [Self::Viewer, Self::Developer, Self::Operator, Self::Admin];
 
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+
+    /// Whether holding `self` includes `other`: each built-in role contains the ones
+    /// before it (viewer ⊂ developer ⊂ operator ⊂ admin, SPEC §5).
+    pub fn includes(self, other: BuiltinRole) -> bool {
+        other as u8 <= self as u8
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Viewer => "viewer",
@@ -26,6 +36,18 @@ impl BuiltinRole {
             Self::Operator => "operator",
             Self::Admin => "admin",
         }
+    }
+}
+
+impl Roles {
+    /// Whether these roles hold `role` directly or through a built-in role that includes it.
+    pub fn hold(&self, role: &str) -> bool {
+        self.contains(role)
+            || BuiltinRole::parse(role).is_some_and(|wanted| {
+                self.iter()
+                    .filter_map(|held| BuiltinRole::parse(held.as_str()))
+                    .any(|held| held.includes(wanted))
+            })
     }
 }
 
@@ -52,5 +74,28 @@ impl SignedInUser {
         } else {
             &self.display_name
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RoleName;
+
+    #[test]
+    fn built_in_roles_include_the_lower_ones() {
+        let roles = |names: &[&str]| {
+            Roles::new(names.iter().map(|n| RoleName::parse(n).unwrap()).collect()).unwrap()
+        };
+        let operator = roles(&["operator"]);
+        assert!(operator.hold("viewer") && operator.hold("developer") && operator.hold("operator"));
+        assert!(!operator.hold("admin"));
+        assert!(
+            !operator.hold("auditor"),
+            "custom roles are held only directly"
+        );
+        assert!(roles(&["auditor"]).hold("auditor"));
+        assert!(roles(&["admin"]).hold("viewer"));
+        assert!(!roles(&["viewer"]).hold("developer"));
     }
 }

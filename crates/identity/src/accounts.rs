@@ -416,6 +416,19 @@ impl Accounts {
         source: IpAddr,
         result: &str,
     ) {
+        self.audit_event(actor, action, target, source, result, "")
+            .await;
+    }
+
+    pub(crate) async fn audit_event(
+        &self,
+        actor: &str,
+        action: &str,
+        target: &str,
+        source: IpAddr,
+        result: &str,
+        detail: &str,
+    ) {
         let event = AuditEvent {
             at: OffsetDateTime::now_utc(),
             actor: actor.to_owned(),
@@ -423,7 +436,7 @@ impl Accounts {
             target: target.to_owned(),
             source_ip: source.to_string(),
             result: result.to_owned(),
-            detail: String::new(),
+            detail: detail.to_owned(),
         };
         if let Err(error) = self.store.append_audit(&event).await {
             tracing::error!(%error, action, "cannot write audit event");

@@ -4,12 +4,16 @@
 //! No HTTP types here: the server crate maps these results to responses.
 
 mod accounts;
+mod admin;
 mod hasher;
 mod throttle;
 
 pub use accounts::{
     Accounts, ChangePasswordError, IdentityError, SessionGrant, SignInAttempt, SignInError,
     USER_CACHE_TTL, generate_password,
+};
+pub use admin::{
+    Actor, AdminError, MAX_PROFILE_FIELD, PasswordChoice, USERS_PER_PAGE, UserProfile,
 };
 pub use hasher::{HashError, PasswordHasher};
 pub use throttle::{SignInThrottle, ThrottlePolicy};

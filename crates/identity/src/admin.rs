@@ -1,0 +1,368 @@
+//! User administration with its rules (SPEC §3, §5 guards), shared by the web console
+//! and the `banlieue-console admin user …` commands: same checks, same audit events.
+
+use std::net::IpAddr;
+
+use banlieue_domain::{BuiltinRole, NameError, Password, PasswordError, RoleName, Roles, UserName};
+use banlieue_store::{NewUser, StoreError, UserPage, UserRecord};
+use time::OffsetDateTime;
+
+use crate::{Accounts, IdentityError, generate_password};
+
+/// Who performs an administrative action.
+#[derive(Debug, Clone)]
+pub enum Actor {
+    /// A signed-in person; needs the `admin` role and can only grant roles they hold.
+    User { user: UserRecord, source: IpAddr },
+    /// Someone with a shell on the server (`banlieue-console admin …`): holds every role.
+    Operator,
+}
+
+impl Actor {
+    fn name(&self) -> &str {
+        match self {
+            Self::User { user, .. } => user.name.as_str(),
+            Self::Operator => "operator",
+        }
+    }
+
+    fn source(&self) -> IpAddr {
+        match self {
+            Self::User { source, .. } => *source,
+            Self::Operator => IpAddr::from([127, 0, 0, 1]),
+        }
+    }
+
+    fn holds(&self, role: &RoleName) -> bool {
+        match self {
+            Self::User { user, .. } => user.roles.hold(role.as_str()),
+            Self::Operator => true,
+        }
+    }
+}
+
+/// How a new password is chosen by an administrator.
+#[derive(Debug, Clone)]
+pub enum PasswordChoice {
+    /// 24 random characters, shown once.
+    Generate,
+    /// Typed by the administrator (12–128 bytes after NFC).
+    Typed(String),
+}
+
+/// Why an administrative action was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error("only admins may manage users")]
+    Forbidden,
+    #[error("invalid user name: {0}")]
+    InvalidName(NameError),
+    #[error("invalid roles: {0}")]
+    InvalidRoles(NameError),
+    #[error("you cannot grant the role {0}, which you do not hold")]
+    RoleNotHeld(String),
+    #[error("the display name or e-mail is longer than {max} characters")]
+    FieldTooLong { max: usize },
+    #[error("the password is not acceptable: {0}")]
+    InvalidPassword(PasswordError),
+    #[error("a user with this name already exists")]
+    NameTaken,
+    #[error("no such user")]
+    NotFound,
+    #[error("the user was changed by someone else in the meantime; reload and try again")]
+    Conflict,
+    #[error("the last enabled admin cannot be disabled, deleted or demoted")]
+    LastAdmin,
+    #[error(transparent)]
+    Internal(#[from] IdentityError),
+}
+
+impl From<StoreError> for AdminError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::AlreadyExists { .. } => Self::NameTaken,
+            StoreError::NotFound { .. } => Self::NotFound,
+            StoreError::Conflict { .. } => Self::Conflict,
+            StoreError::LastAdmin => Self::LastAdmin,
+            other => Self::Internal(other.into()),
+        }
+    }
+}
+
+/// The editable profile of a user, as typed into a form.
+#[derive(Debug, Clone, Default)]
+pub struct UserProfile {
+    pub display_name: String,
+    pub email: String,
+    /// Role names as typed; validated and de-duplicated here.
+    pub roles: Vec<String>,
+}
+
+/// Longest display name or e-mail, in characters.
+pub const MAX_PROFILE_FIELD: usize = 200;
+
+/// Rows per page of the user list.
+pub const USERS_PER_PAGE: i64 = 50;
+
+impl Accounts {
+    /// One page (0-based) of users matching `search`.
+    pub async fn list_users(
+        &self,
+        actor: &Actor,
+        search: &str,
+        page: u32,
+    ) -> Result<UserPage, AdminError> {
+        require_admin(actor)?;
+        let search: String = search.trim().chars().take(100).collect();
+        Ok(self
+            .store()
+            .list_users(&search, i64::from(page) * USERS_PER_PAGE, USERS_PER_PAGE)
+            .await?)
+    }
+
+    /// The user named `name`.
+    pub async fn user(&self, actor: &Actor, name: &str) -> Result<UserRecord, AdminError> {
+        require_admin(actor)?;
+        let name = UserName::parse(name).map_err(|_| AdminError::NotFound)?;
+        self.store()
+            .user_by_name(&name)
+            .await?
+            .ok_or(AdminError::NotFound)
+    }
+
+    /// Creates a user who must change the password at first sign-in. Returns the user
+    /// and, for [`PasswordChoice::Generate`], the password to show once.
+    pub async fn create_user(
+        &self,
+        actor: &Actor,
+        name: &str,
+        profile: &UserProfile,
+        password: PasswordChoice,
+    ) -> Result<(UserRecord, Option<String>), AdminError> {
+        require_admin(actor)?;
+        let name = UserName::parse(name.trim()).map_err(AdminError::InvalidName)?;
+        let roles = grantable_roles(actor, &profile.roles, &Roles::default())?;
+        check_profile(profile)?;
+        let (password, shown) = choose_password(password)?;
+        let phc = self
+            .hasher()
+            .hash(&password)
+            .await
+            .map_err(IdentityError::from)?;
+        let new = NewUser {
+            name,
+            display_name: profile.display_name.trim().to_owned(),
+            email: profile.email.trim().to_owned(),
+            roles,
+            must_change_password: true,
+        };
+        let result = self
+            .store()
+            .create_user(&new, &phc, OffsetDateTime::now_utc())
+            .await;
+        self.audit_result(actor, "user.create", new.name.as_str(), &result)
+            .await;
+        Ok((result?, shown))
+    }
+
+    /// Replaces display name, e-mail and roles, if the user is still at `version`.
+    pub async fn update_user(
+        &self,
+        actor: &Actor,
+        name: &str,
+        version: i64,
+        profile: &UserProfile,
+    ) -> Result<UserRecord, AdminError> {
+        let user = self.user(actor, name).await?;
+        let roles = grantable_roles(actor, &profile.roles, &user.roles)?;
+        check_profile(profile)?;
+        let role_change = roles != user.roles;
+        let result = self
+            .store()
+            .update_user(
+                user.id,
+                version,
+                profile.display_name.trim(),
+                profile.email.trim(),
+                &roles,
+                OffsetDateTime::now_utc(),
+            )
+            .await;
+        self.forget(user.id);
+        self.audit_result(actor, "user.update", name, &result).await;
+        if role_change && result.is_ok() {
+            let listed: Vec<&str> = roles.iter().map(RoleName::as_str).collect();
+            self.audit_detail(actor, "user.roles", name, "success", &listed.join(","))
+                .await;
+        }
+        Ok(result?)
+    }
+
+    /// Disables (ending every session at once) or enables the user.
+    pub async fn set_user_disabled(
+        &self,
+        actor: &Actor,
+        name: &str,
+        version: i64,
+        disabled: bool,
+    ) -> Result<UserRecord, AdminError> {
+        let user = self.user(actor, name).await?;
+        let result = self
+            .store()
+            .set_user_disabled(user.id, version, disabled, OffsetDateTime::now_utc())
+            .await;
+        self.forget(user.id);
+        let action = if disabled {
+            "user.disable"
+        } else {
+            "user.enable"
+        };
+        self.audit_result(actor, action, name, &result).await;
+        Ok(result?)
+    }
+
+    /// Sets a new password that must be changed at next sign-in, and ends the user's
+    /// sessions. Returns the generated password to show once.
+    pub async fn reset_password(
+        &self,
+        actor: &Actor,
+        name: &str,
+        password: PasswordChoice,
+    ) -> Result<Option<String>, AdminError> {
+        let user = self.user(actor, name).await?;
+        let (password, shown) = choose_password(password)?;
+        let phc = self
+            .hasher()
+            .hash(&password)
+            .await
+            .map_err(IdentityError::from)?;
+        let result = async {
+            self.store()
+                .set_password(user.id, &phc, true, OffsetDateTime::now_utc())
+                .await?;
+            self.store().delete_user_sessions(user.id).await
+        }
+        .await;
+        self.forget(user.id);
+        self.audit_result(actor, "user.password-set", name, &result)
+            .await;
+        result?;
+        Ok(shown)
+    }
+
+    /// Ends every session and refresh token of the user.
+    pub async fn revoke_user_sessions(&self, actor: &Actor, name: &str) -> Result<(), AdminError> {
+        let user = self.user(actor, name).await?;
+        let result = self
+            .store()
+            .revoke_user_sessions(user.id, OffsetDateTime::now_utc())
+            .await;
+        self.forget(user.id);
+        self.audit_result(actor, "user.sessions-revoke", name, &result)
+            .await;
+        Ok(result?)
+    }
+
+    /// Deletes the user, if still at `version`.
+    pub async fn delete_user(
+        &self,
+        actor: &Actor,
+        name: &str,
+        version: i64,
+    ) -> Result<(), AdminError> {
+        let user = self.user(actor, name).await?;
+        let result = self.store().delete_user(user.id, version).await;
+        self.forget(user.id);
+        self.audit_result(actor, "user.delete", name, &result).await;
+        Ok(result?)
+    }
+
+    async fn audit_result<T>(
+        &self,
+        actor: &Actor,
+        action: &str,
+        target: &str,
+        result: &Result<T, StoreError>,
+    ) {
+        let outcome = match result {
+            Ok(_) => "success",
+            Err(StoreError::AlreadyExists { .. }) => "name-taken",
+            Err(StoreError::Conflict { .. }) => "conflict",
+            Err(StoreError::NotFound { .. }) => "not-found",
+            Err(StoreError::LastAdmin) => "last-admin",
+            Err(_) => "error",
+        };
+        self.audit_detail(actor, action, target, outcome, "").await;
+    }
+
+    async fn audit_detail(
+        &self,
+        actor: &Actor,
+        action: &str,
+        target: &str,
+        result: &str,
+        detail: &str,
+    ) {
+        self.audit_event(actor.name(), action, target, actor.source(), result, detail)
+            .await;
+    }
+}
+
+fn require_admin(actor: &Actor) -> Result<(), AdminError> {
+    match actor {
+        Actor::User { user, .. }
+            if user.roles.contains(BuiltinRole::Admin.as_str()) && !user.disabled =>
+        {
+            Ok(())
+        }
+        Actor::User { .. } => Err(AdminError::Forbidden),
+        Actor::Operator => Ok(()),
+    }
+}
+
+/// Validates `requested` and refuses any role the actor does not hold, unless the target
+/// already holds it (keeping a role is not granting it).
+fn grantable_roles(
+    actor: &Actor,
+    requested: &[String],
+    current: &Roles,
+) -> Result<Roles, AdminError> {
+    let parsed = requested
+        .iter()
+        .map(|r| r.trim())
+        .filter(|r| !r.is_empty())
+        .map(RoleName::parse)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(AdminError::InvalidRoles)?;
+    let roles = Roles::new(parsed).map_err(AdminError::InvalidRoles)?;
+    for role in roles.iter() {
+        if !actor.holds(role) && !current.contains(role.as_str()) {
+            return Err(AdminError::RoleNotHeld(role.to_string()));
+        }
+    }
+    Ok(roles)
+}
+
+fn check_profile(profile: &UserProfile) -> Result<(), AdminError> {
+    let too_long = |s: &str| s.trim().chars().count() > MAX_PROFILE_FIELD;
+    if too_long(&profile.display_name) || too_long(&profile.email) {
+        return Err(AdminError::FieldTooLong {
+            max: MAX_PROFILE_FIELD,
+        });
+    }
+    Ok(())
+}
+
+fn choose_password(choice: PasswordChoice) -> Result<(Password, Option<String>), AdminError> {
+    match choice {
+        PasswordChoice::Generate => {
+            let generated = generate_password();
+            let password = Password::new_secret(&generated).expect("24 characters");
+            Ok((password, Some(generated)))
+        }
+        PasswordChoice::Typed(typed) => Ok((
+            Password::new_secret(&typed).map_err(AdminError::InvalidPassword)?,
+            None,
+        )),
+    }
+}
