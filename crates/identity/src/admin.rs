@@ -13,7 +13,10 @@ use crate::{Accounts, IdentityError, generate_password};
 #[derive(Debug, Clone)]
 pub enum Actor {
     /// A signed-in person; needs the `admin` role and can only grant roles they hold.
-    User { user: UserRecord, source: IpAddr },
+    User {
+        user: Box<UserRecord>,
+        source: IpAddr,
+    },
     /// Someone with a shell on the server (`banlieue-console admin …`): holds every role.
     Operator,
 }
