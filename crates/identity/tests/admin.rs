@@ -30,7 +30,7 @@ fn profile(roles: &[&str]) -> UserProfile {
 async fn signed_in(accounts: &Accounts, name: &str) -> Actor {
     let user = accounts.user(&Actor::Operator, name).await.unwrap();
     Actor::User {
-        user,
+        user: Box::new(user),
         source: SOURCE,
     }
 }
