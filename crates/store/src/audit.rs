@@ -22,7 +22,65 @@ pub struct AuditEvent {
     pub detail: String,
 }
 
+/// Filters of the audit log; empty strings match everything. `actor`, `target` and
+/// `action` match exactly, `result` too; instants bound `at` inclusively.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditQuery {
+    pub actor: String,
+    pub action: String,
+    pub target: String,
+    pub result: String,
+    pub since: Option<OffsetDateTime>,
+    pub until: Option<OffsetDateTime>,
+}
+
+/// One page of audit events, newest first, and how many match in all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditPage {
+    pub events: Vec<AuditEvent>,
+    pub total: i64,
+}
+
 impl Store {
+    /// Events matching `query`, newest first: `limit` from `offset`.
+    pub async fn query_audit(
+        &self,
+        query: &AuditQuery,
+        offset: i64,
+        limit: i64,
+    ) -> Result<AuditPage, StoreError> {
+        let filter = "($1 = '' OR actor = $1) AND ($2 = '' OR action = $2) AND ($3 = '' OR target = $3) \
+                      AND ($4 = '' OR result = $4) AND at_ms >= $5 AND at_ms <= $6";
+        let since = query.since.map_or(i64::MIN, to_millis);
+        let until = query.until.map_or(i64::MAX, to_millis);
+        let total: i64 =
+            sqlx::query_scalar(&format!("SELECT COUNT(*) FROM audit_events WHERE {filter}"))
+                .bind(&query.actor)
+                .bind(&query.action)
+                .bind(&query.target)
+                .bind(&query.result)
+                .bind(since)
+                .bind(until)
+                .fetch_one(&self.pool)
+                .await?;
+        let rows = sqlx::query(&format!(
+            "SELECT at_ms, actor, action, target, source_ip, result, detail FROM audit_events \
+             WHERE {filter} ORDER BY id DESC LIMIT $7 OFFSET $8"
+        ))
+        .bind(&query.actor)
+        .bind(&query.action)
+        .bind(&query.target)
+        .bind(&query.result)
+        .bind(since)
+        .bind(until)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(&self.pool)
+        .await?;
+        let events = rows.iter().map(event_from_row).collect::<Result<_, _>>()?;
+        Ok(AuditPage { events, total })
+    }
+
     pub async fn append_audit(&self, event: &AuditEvent) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO audit_events (at_ms, actor, action, target, source_ip, result, detail) \
@@ -49,18 +107,18 @@ impl Store {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.into_iter()
-            .map(|row| {
-                Ok(AuditEvent {
-                    at: from_millis(row.try_get("at_ms")?)?,
-                    actor: row.try_get("actor")?,
-                    action: row.try_get("action")?,
-                    target: row.try_get("target")?,
-                    source_ip: row.try_get("source_ip")?,
-                    result: row.try_get("result")?,
-                    detail: row.try_get("detail")?,
-                })
-            })
-            .collect()
+        rows.iter().map(event_from_row).collect()
     }
+}
+
+fn event_from_row(row: &sqlx::any::AnyRow) -> Result<AuditEvent, StoreError> {
+    Ok(AuditEvent {
+        at: from_millis(row.try_get("at_ms")?)?,
+        actor: row.try_get("actor")?,
+        action: row.try_get("action")?,
+        target: row.try_get("target")?,
+        source_ip: row.try_get("source_ip")?,
+        result: row.try_get("result")?,
+        detail: row.try_get("detail")?,
+    })
 }

@@ -12,7 +12,7 @@ mod sessions;
 mod user_sessions;
 mod users;
 
-pub use audit::AuditEvent;
+pub use audit::{AuditEvent, AuditPage, AuditQuery};
 pub use database::{Backend, Store, StoreError};
 pub use sessions::SessionBackend;
 pub use user_sessions::UserSession;

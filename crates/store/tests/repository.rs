@@ -467,3 +467,56 @@ on_both_backends!(
     revoking_sessions_moves_not_before_works,
     revoking_sessions_moves_not_before
 );
+
+async fn audit_events_are_filtered(store: Store) {
+    use banlieue_store::AuditQuery;
+    let event = |ms: i64, actor: &str, action: &str, result: &str| AuditEvent {
+        at: at(ms),
+        actor: actor.into(),
+        action: action.into(),
+        target: "bob".into(),
+        source_ip: "127.0.0.1".into(),
+        result: result.into(),
+        detail: String::new(),
+    };
+    for e in [
+        event(1_000, "root", "user.create", "success"),
+        event(2_000, "-", "session.sign-in", "invalid-credentials"),
+        event(3_000, "bob", "session.sign-in", "success"),
+        event(4_000, "root", "user.disable", "success"),
+    ] {
+        store.append_audit(&e).await.unwrap();
+    }
+    let all = store
+        .query_audit(&AuditQuery::default(), 0, 10)
+        .await
+        .unwrap();
+    assert_eq!(all.total, 4);
+    assert_eq!(all.events[0].action, "user.disable", "newest first");
+    let by_root = AuditQuery {
+        actor: "root".into(),
+        ..AuditQuery::default()
+    };
+    assert_eq!(store.query_audit(&by_root, 0, 10).await.unwrap().total, 2);
+    let sign_ins = AuditQuery {
+        action: "session.sign-in".into(),
+        result: "success".into(),
+        ..AuditQuery::default()
+    };
+    let found = store.query_audit(&sign_ins, 0, 10).await.unwrap();
+    assert_eq!(found.total, 1);
+    assert_eq!(found.events[0].actor, "bob");
+    let window = AuditQuery {
+        since: Some(at(2_000)),
+        until: Some(at(3_000)),
+        ..AuditQuery::default()
+    };
+    assert_eq!(store.query_audit(&window, 0, 10).await.unwrap().total, 2);
+    let paged = store
+        .query_audit(&AuditQuery::default(), 3, 10)
+        .await
+        .unwrap();
+    assert_eq!(paged.events.len(), 1);
+    assert_eq!(paged.events[0].action, "user.create");
+}
+on_both_backends!(audit_events_are_filtered_works, audit_events_are_filtered);
