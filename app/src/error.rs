@@ -26,6 +26,22 @@ pub enum AppError {
     CrossSite,
     NotSignedIn,
     MustChangePassword,
+    /// The signed-in person lacks the right (e.g. not an admin).
+    Forbidden,
+    NotFound,
+    InvalidUserName,
+    InvalidRoles,
+    RoleNotHeld {
+        role: String,
+    },
+    FieldTooLong,
+    NameTaken,
+    /// Optimistic concurrency: someone else changed the record meanwhile.
+    Conflict,
+    LastAdmin,
+    /// The typed confirmation did not name the target.
+    ConfirmationMismatch,
+    InvalidDate,
     Internal {
         correlation_id: String,
     },
@@ -47,6 +63,17 @@ impl AppError {
             Self::CrossSite => "error-cross-site",
             Self::NotSignedIn => "error-not-signed-in",
             Self::MustChangePassword => "error-must-change-password",
+            Self::Forbidden => "error-forbidden",
+            Self::NotFound => "error-not-found",
+            Self::InvalidUserName => "error-invalid-user-name",
+            Self::InvalidRoles => "error-invalid-roles",
+            Self::RoleNotHeld { .. } => "error-role-not-held",
+            Self::FieldTooLong => "error-field-too-long",
+            Self::NameTaken => "error-name-taken",
+            Self::Conflict => "error-conflict",
+            Self::LastAdmin => "error-last-admin",
+            Self::ConfirmationMismatch => "error-confirmation-mismatch",
+            Self::InvalidDate => "error-invalid-date",
             Self::Internal { .. } => "error-internal",
         }
     }
@@ -60,7 +87,16 @@ impl AppError {
             | Self::PasswordTooShort
             | Self::PasswordsDiffer
             | Self::WrongCurrentPassword => 200,
-            Self::MissingUserName | Self::InvalidForm => 400,
+            Self::MissingUserName
+            | Self::InvalidForm
+            | Self::InvalidUserName
+            | Self::InvalidRoles
+            | Self::FieldTooLong
+            | Self::ConfirmationMismatch
+            | Self::InvalidDate => 400,
+            Self::Forbidden | Self::RoleNotHeld { .. } | Self::LastAdmin => 403,
+            Self::NotFound => 404,
+            Self::NameTaken | Self::Conflict => 409,
             Self::NotSignedIn => 401,
             Self::CrossSite | Self::MustChangePassword => 403,
             Self::RequestTooLarge => 413,
@@ -78,6 +114,9 @@ impl AppError {
             ),
             Self::Internal { correlation_id } => {
                 locale.t_with(self.fluent_key(), &[("reference", correlation_id.clone())])
+            }
+            Self::RoleNotHeld { role } => {
+                locale.t_with(self.fluent_key(), &[("role", role.clone())])
             }
             _ => locale.t(self.fluent_key()),
         }
@@ -100,6 +139,17 @@ impl AppError {
             Self::CrossSite,
             Self::NotSignedIn,
             Self::MustChangePassword,
+            Self::Forbidden,
+            Self::NotFound,
+            Self::InvalidUserName,
+            Self::InvalidRoles,
+            Self::RoleNotHeld { role: "x".into() },
+            Self::FieldTooLong,
+            Self::NameTaken,
+            Self::Conflict,
+            Self::LastAdmin,
+            Self::ConfirmationMismatch,
+            Self::InvalidDate,
             Self::Internal {
                 correlation_id: "x".into(),
             },

@@ -16,7 +16,10 @@ use leptos_router::path;
 
 pub use error::AppError;
 pub use i18n::Locale;
-pub use state::{FormFeedback, PageState};
+pub use state::{
+    AccountView, AuditFilter, AuditRow, AuditView, FormFeedback, Notice, PageData, PageState,
+    SessionRow, UserRow, UserView, UsersView,
+};
 
 /// Paths of the pages, shared with the server's access rules and redirects.
 pub mod paths {
@@ -25,6 +28,14 @@ pub mod paths {
     pub const CHANGE_PASSWORD: &str = "/change-password";
     pub const SIGN_OUT: &str = "/sign-out";
     pub const LOCALE: &str = "/locale";
+    pub const USERS: &str = "/users";
+    pub const ACCOUNT: &str = "/account";
+    pub const AUDIT: &str = "/audit";
+
+    /// The page of one user.
+    pub fn user(name: &str) -> String {
+        format!("{USERS}/{name}")
+    }
 }
 
 /// The HTML document around the app. Server-only: it also sets the page's
@@ -67,6 +78,10 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/") view=pages::Dashboard />
                 <Route path=path!("/sign-in") view=pages::SignIn />
                 <Route path=path!("/change-password") view=pages::ChangePassword />
+                <Route path=path!("/users") view=pages::Users />
+                <Route path=path!("/users/:name") view=pages::UserDetail />
+                <Route path=path!("/account") view=pages::Account />
+                <Route path=path!("/audit") view=pages::Audit />
             </Routes>
         </Router>
     }

@@ -1,5 +1,7 @@
-//! What the server tells a page about the request: language, who is signed in, and the
-//! outcome of the form just posted.
+//! What the server tells a page about the request: language, who is signed in, the data
+//! the page shows and the outcome of the form just posted.
+
+use std::collections::BTreeMap;
 
 use banlieue_domain::SignedInUser;
 use serde::{Deserialize, Serialize};
@@ -7,14 +9,18 @@ use serde::{Deserialize, Serialize};
 use crate::AppError;
 use crate::i18n::Locale;
 
-/// Per-request page state. The server puts it in the request extensions; the page reads it
-/// during SSR and the browser receives the same value for hydration.
+/// Per-request page state. The server builds it (middleware, then the page's handler) and
+/// puts it in the request extensions; the page reads it during SSR and the browser
+/// receives the same value for hydration.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PageState {
     pub locale: Locale,
     pub user: Option<SignedInUser>,
     /// Set when a form post is answered with the page itself (not a redirect).
     pub feedback: Option<FormFeedback>,
+    /// A success message after an action.
+    pub notice: Option<Notice>,
+    pub data: PageData,
 }
 
 /// The result of a refused form post, and what to put back into the form so nothing
@@ -22,5 +28,142 @@ pub struct PageState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FormFeedback {
     pub error: AppError,
-    pub user_name: String,
+    /// Field name → typed value. Never holds a password.
+    pub values: BTreeMap<String, String>,
+}
+
+impl FormFeedback {
+    pub fn value(&self, field: &str) -> String {
+        self.values.get(field).cloned().unwrap_or_default()
+    }
+}
+
+/// A confirmation shown after a successful action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Notice {
+    UserCreated,
+    UserSaved,
+    UserDisabled,
+    UserEnabled,
+    PasswordReset,
+    SessionsRevoked,
+    UserDeleted { name: String },
+    SessionRevoked,
+}
+
+impl Notice {
+    pub fn fluent_key(&self) -> &'static str {
+        match self {
+            Self::UserCreated => "notice-user-created",
+            Self::UserSaved => "notice-user-saved",
+            Self::UserDisabled => "notice-user-disabled",
+            Self::UserEnabled => "notice-user-enabled",
+            Self::PasswordReset => "notice-password-reset",
+            Self::SessionsRevoked => "notice-sessions-revoked",
+            Self::UserDeleted { .. } => "notice-user-deleted",
+            Self::SessionRevoked => "notice-session-revoked",
+        }
+    }
+
+    pub fn message(&self, locale: Locale) -> String {
+        match self {
+            Self::UserDeleted { name } => {
+                locale.t_with(self.fluent_key(), &[("name", name.clone())])
+            }
+            _ => locale.t(self.fluent_key()),
+        }
+    }
+}
+
+/// The data of the page being rendered.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PageData {
+    #[default]
+    None,
+    Users(UsersView),
+    User(UserView),
+    Account(AccountView),
+    Audit(AuditView),
+}
+
+/// A user as the administration pages show it. Instants are RFC 3339, UTC.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserRow {
+    pub name: String,
+    pub display_name: String,
+    pub email: String,
+    pub roles: Vec<String>,
+    pub tenant: Option<String>,
+    pub disabled: bool,
+    pub must_change_password: bool,
+    pub last_sign_in: Option<String>,
+    /// The optimistic-concurrency token forms send back.
+    pub version: i64,
+}
+
+/// The user list: one page of a search.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsersView {
+    pub search: String,
+    /// 0-based.
+    pub page: u32,
+    pub per_page: i64,
+    pub total: i64,
+    pub rows: Vec<UserRow>,
+}
+
+/// One user's page, with a generated password to show once after create or reset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserView {
+    pub user: UserRow,
+    pub shown_password: Option<String>,
+}
+
+/// A browser session in "My sessions".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRow {
+    pub handle: String,
+    pub created: String,
+    pub last_seen: String,
+    pub source_ip: String,
+    pub user_agent: String,
+    /// The session of this very browser.
+    pub current: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountView {
+    pub sessions: Vec<SessionRow>,
+}
+
+/// The audit log's filters as typed (empty = any).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditFilter {
+    pub actor: String,
+    pub action: String,
+    pub target: String,
+    pub result: String,
+    /// `YYYY-MM-DD`, inclusive, UTC.
+    pub since: String,
+    /// `YYYY-MM-DD`, inclusive, UTC.
+    pub until: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRow {
+    pub at: String,
+    pub actor: String,
+    pub action: String,
+    pub target: String,
+    pub source_ip: String,
+    pub result: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditView {
+    pub filter: AuditFilter,
+    pub page: u32,
+    pub per_page: i64,
+    pub total: i64,
+    pub rows: Vec<AuditRow>,
 }

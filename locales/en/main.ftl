@@ -49,3 +49,99 @@ error-cross-site = This request came from another site and was refused.
 error-not-signed-in = Sign in to continue.
 error-must-change-password = Change your password before doing anything else.
 error-internal = Something went wrong on our side. Reference: { $reference }
+error-forbidden = You do not have the right to do this.
+error-not-found = There is no such user.
+error-invalid-user-name = User names are 1 to 63 lower-case letters, digits or '-', starting with a letter and not ending with '-'.
+error-invalid-roles = Role names are lower-case letters, digits or '-', starting with a letter, at most 31 characters; at most 16 roles.
+error-role-not-held = You cannot grant the role { $role }, which you do not hold.
+error-field-too-long = The display name and the e-mail are at most 200 characters.
+error-name-taken = A user with this name already exists.
+error-conflict = Someone else changed this user meanwhile. The page now shows their version; make your change again.
+error-last-admin = The last enabled admin cannot be disabled, deleted or lose the admin role.
+error-confirmation-mismatch = Type the user's name exactly to confirm.
+error-invalid-date = Dates are written YYYY-MM-DD.
+
+## Notices
+notice-user-created = User created.
+notice-user-saved = Changes saved.
+notice-user-disabled = User disabled; their sessions have ended.
+notice-user-enabled = User enabled.
+notice-password-reset = Password reset. The user must change it at the next sign-in; their sessions have ended.
+notice-sessions-revoked = All sessions of this user have ended.
+notice-user-deleted = User { $name } deleted.
+notice-session-revoked = Session ended.
+
+## Navigation
+nav-users = Users
+nav-account = My account
+nav-audit = Audit log
+
+## Users
+users-title = Users
+users-search = Search
+users-search-placeholder = Name, display name or e-mail
+users-search-submit = Search
+users-empty = No user matches.
+users-count = { $total } users
+users-col-name = Name
+users-col-display-name = Display name
+users-col-email = E-mail
+users-col-roles = Roles
+users-col-state = State
+users-col-last-sign-in = Last sign-in
+users-never = never
+state-active = active
+state-disabled = disabled
+state-must-change = must change password
+pager-previous = Previous
+pager-next = Next
+pager-position = Page { $page } of { $pages }
+user-create-title = Create a user
+user-field-name = User name
+user-field-display-name = Display name
+user-field-email = E-mail
+user-field-roles = Roles
+user-field-roles-hint = Separate with spaces or commas, e.g. developer viewer.
+user-password-generate = Generate a password (shown once)
+user-password-typed = Set this password:
+user-create-submit = Create user
+user-shown-password-title = The new password, shown once
+user-shown-password-body = Give it to { $name } over a safe channel. They must change it at their first sign-in. It is not stored and will not be shown again.
+user-copy = Copy
+user-edit-title = Profile and roles
+user-save = Save changes
+user-actions-title = Actions
+user-disable = Disable user
+user-enable = Enable user
+user-reset-password = Reset password
+user-revoke-sessions = End all sessions
+user-delete-title = Delete user
+user-delete-hint = Type { $name } to confirm. This cannot be undone.
+user-delete-confirm = User name to confirm
+user-delete-submit = Delete user
+user-back = Back to users
+
+## My account
+account-title = My account
+account-change-password = Change password
+account-sessions-title = My sessions
+account-sessions-col-created = Signed in
+account-sessions-col-last-seen = Last seen
+account-sessions-col-ip = Address
+account-sessions-col-agent = Browser
+account-session-current = this browser
+account-session-revoke = End
+account-sign-out-everywhere = Sign out everywhere
+
+## Audit log
+audit-title = Audit log
+audit-filter-actor = Actor
+audit-filter-action = Action
+audit-filter-target = Target
+audit-filter-result = Result
+audit-filter-since = From (UTC)
+audit-filter-until = To (UTC)
+audit-filter-submit = Filter
+audit-empty = No event matches.
+audit-col-at = When (UTC)
+audit-col-ip = Address

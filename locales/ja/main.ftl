@@ -49,3 +49,99 @@ error-cross-site = 別のサイトからのリクエストのため拒否しま�
 error-not-signed-in = 続けるにはサインインしてください。
 error-must-change-password = まずパスワードを変更してください。
 error-internal = サーバー側で問題が発生しました。参照番号: { $reference }
+error-forbidden = この操作を行う権限がありません。
+error-not-found = そのユーザーは存在しません。
+error-invalid-user-name = ユーザー名は英小文字・数字・「-」で 1〜63 文字、英字で始まり「-」で終わらない形にしてください。
+error-invalid-roles = ロール名は英小文字・数字・「-」で英字で始まる 31 文字以内、ロールは 16 個までです。
+error-role-not-held = 自分が持っていないロール { $role } は付与できません。
+error-field-too-long = 表示名とメールアドレスは 200 文字以内にしてください。
+error-name-taken = この名前のユーザーはすでに存在します。
+error-conflict = その間に別の人がこのユーザーを変更しました。最新の内容を表示しているので、もう一度変更してください。
+error-last-admin = 最後の有効な管理者は、無効化・削除・admin ロールの削除ができません。
+error-confirmation-mismatch = 確認のため、ユーザー名を正確に入力してください。
+error-invalid-date = 日付は YYYY-MM-DD の形で入力してください。
+
+## Notices
+notice-user-created = ユーザーを作成しました。
+notice-user-saved = 変更を保存しました。
+notice-user-disabled = ユーザーを無効にしました。すべてのセッションが終了しました。
+notice-user-enabled = ユーザーを有効にしました。
+notice-password-reset = パスワードをリセットしました。次回サインイン時に変更が必要です。セッションはすべて終了しました。
+notice-sessions-revoked = このユーザーのすべてのセッションを終了しました。
+notice-user-deleted = ユーザー { $name } を削除しました。
+notice-session-revoked = セッションを終了しました。
+
+## Navigation
+nav-users = ユーザー
+nav-account = アカウント
+nav-audit = 監査ログ
+
+## Users
+users-title = ユーザー
+users-search = 検索
+users-search-placeholder = 名前、表示名、メールアドレス
+users-search-submit = 検索
+users-empty = 該当するユーザーはいません。
+users-count = { $total } 人
+users-col-name = 名前
+users-col-display-name = 表示名
+users-col-email = メールアドレス
+users-col-roles = ロール
+users-col-state = 状態
+users-col-last-sign-in = 最終サインイン
+users-never = なし
+state-active = 有効
+state-disabled = 無効
+state-must-change = パスワード変更待ち
+pager-previous = 前へ
+pager-next = 次へ
+pager-position = { $page } / { $pages } ページ
+user-create-title = ユーザーの作成
+user-field-name = ユーザー名
+user-field-display-name = 表示名
+user-field-email = メールアドレス
+user-field-roles = ロール
+user-field-roles-hint = スペースかカンマで区切ります（例: developer viewer）。
+user-password-generate = パスワードを自動生成する（一度だけ表示）
+user-password-typed = 次のパスワードを設定する:
+user-create-submit = ユーザーを作成
+user-shown-password-title = 新しいパスワード（一度だけ表示）
+user-shown-password-body = 安全な方法で { $name } さんに伝えてください。初回サインイン時に変更が必要です。保存されず、二度と表示されません。
+user-copy = コピー
+user-edit-title = プロフィールとロール
+user-save = 変更を保存
+user-actions-title = 操作
+user-disable = ユーザーを無効にする
+user-enable = ユーザーを有効にする
+user-reset-password = パスワードをリセット
+user-revoke-sessions = すべてのセッションを終了
+user-delete-title = ユーザーの削除
+user-delete-hint = 確認のため { $name } と入力してください。元に戻せません。
+user-delete-confirm = 確認用のユーザー名
+user-delete-submit = ユーザーを削除
+user-back = ユーザー一覧へ
+
+## My account
+account-title = アカウント
+account-change-password = パスワードの変更
+account-sessions-title = セッション
+account-sessions-col-created = サインイン
+account-sessions-col-last-seen = 最終アクセス
+account-sessions-col-ip = アドレス
+account-sessions-col-agent = ブラウザー
+account-session-current = このブラウザー
+account-session-revoke = 終了
+account-sign-out-everywhere = すべての場所からサインアウト
+
+## Audit log
+audit-title = 監査ログ
+audit-filter-actor = 実行者
+audit-filter-action = 操作
+audit-filter-target = 対象
+audit-filter-result = 結果
+audit-filter-since = 開始日（UTC）
+audit-filter-until = 終了日（UTC）
+audit-filter-submit = 絞り込む
+audit-empty = 該当するイベントはありません。
+audit-col-at = 日時（UTC）
+audit-col-ip = アドレス

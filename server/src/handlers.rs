@@ -25,7 +25,8 @@ pub async fn sign_in(State(app): State<AppState>, session: Session, request: Req
     let form = match Form::read(body).await {
         Ok(form) => form,
         Err(error) => {
-            return pages::with_feedback(&app, paths::SIGN_IN, state, error, String::new()).await;
+            return pages::with_feedback(&app, paths::SIGN_IN, state, error, Default::default())
+                .await;
         }
     };
     let user_name = form.get("user_name").trim().to_owned();
@@ -35,7 +36,7 @@ pub async fn sign_in(State(app): State<AppState>, session: Session, request: Req
             paths::SIGN_IN,
             state,
             AppError::MissingUserName,
-            user_name,
+            Default::default(),
         )
         .await;
     }
@@ -64,7 +65,8 @@ pub async fn sign_in(State(app): State<AppState>, session: Session, request: Req
         Err(SignInError::PasswordTooLong) => AppError::PasswordTooLong,
         Err(SignInError::Internal(error)) => return internal_error(state.locale, &error.into()),
     };
-    pages::with_feedback(&app, paths::SIGN_IN, state, error, user_name).await
+    let values = pages::typed(&[("user_name", &user_name)]);
+    pages::with_feedback(&app, paths::SIGN_IN, state, error, values).await
 }
 
 /// `POST /change-password` with `current_password`, `new_password`, `confirm_password`.
@@ -81,7 +83,13 @@ pub async fn change_password(
         return crate::middleware::error_page(state.locale, &AppError::NotSignedIn);
     };
     let refuse = |state, error| {
-        pages::with_feedback(&app, paths::CHANGE_PASSWORD, state, error, String::new())
+        pages::with_feedback(
+            &app,
+            paths::CHANGE_PASSWORD,
+            state,
+            error,
+            Default::default(),
+        )
     };
     let form = match Form::read(body).await {
         Ok(form) => form,

@@ -3,6 +3,8 @@
 //! [`routes::router`] builds the whole HTTP surface; `main` and the integration tests both
 //! call it.
 
+mod account;
+mod admin;
 pub mod config;
 mod form;
 mod handlers;

@@ -137,7 +137,7 @@ pub async fn session_user(
     request.extensions_mut().insert(PageState {
         locale,
         user: user.as_ref().map(signed_in_user),
-        feedback: None,
+        ..PageState::default()
     });
     if let Some(user) = user {
         request.extensions_mut().insert(CurrentUser(user));

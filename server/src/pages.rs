@@ -1,5 +1,8 @@
-//! Rendering a page from a handler: a refused form is answered with its page, the error
-//! and what was typed, in the user's language.
+//! Rendering a page from a handler: GET handlers load the page's data first, and a
+//! refused form is answered with its page, the error and what was typed, in the user's
+//! language.
+
+use std::collections::BTreeMap;
 
 use app::{AppError, FormFeedback, PageState, shell};
 use axum::body::Body;
@@ -9,7 +12,7 @@ use leptos::prelude::*;
 
 use crate::AppState;
 
-/// Provides the request's [`PageState`] (set by the middleware) to the app.
+/// Provides the request's [`PageState`] (set by the middleware and handlers) to the app.
 pub fn provide_page_state() {
     if let Some(parts) = use_context::<http::request::Parts>()
         && let Some(state) = parts.extensions.get::<PageState>()
@@ -18,21 +21,8 @@ pub fn provide_page_state() {
     }
 }
 
-/// Renders the page at `path` with `feedback`, with the error's status code (and
-/// `Retry-After` for [`AppError::Throttled`], RFC 9110 §10.2.3).
-pub async fn with_feedback(
-    app: &AppState,
-    path: &str,
-    mut state: PageState,
-    error: AppError,
-    user_name: String,
-) -> Response {
-    let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::OK);
-    let retry_after = match &error {
-        AppError::Throttled { retry_after_secs } => Some(*retry_after_secs),
-        _ => None,
-    };
-    state.feedback = Some(FormFeedback { error, user_name });
+/// Renders the page at `path` with `state`, answering with `status`.
+pub async fn render(app: &AppState, path: &str, state: PageState, status: StatusCode) -> Response {
     let options = app.leptos.clone();
     let render = leptos_axum::render_app_to_stream_with_context(provide_page_state, move || {
         shell(options.clone())
@@ -43,10 +33,38 @@ pub async fn with_feedback(
     request.extensions_mut().insert(state);
     let mut response = render(request).await.into_response();
     *response.status_mut() = status;
+    response
+}
+
+/// Renders the page at `path` with `error` and the typed `values` (never passwords), with
+/// the error's status code (and `Retry-After` for [`AppError::Throttled`], RFC 9110
+/// §10.2.3).
+pub async fn with_feedback(
+    app: &AppState,
+    path: &str,
+    mut state: PageState,
+    error: AppError,
+    values: BTreeMap<String, String>,
+) -> Response {
+    let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::OK);
+    let retry_after = match &error {
+        AppError::Throttled { retry_after_secs } => Some(*retry_after_secs),
+        _ => None,
+    };
+    state.feedback = Some(FormFeedback { error, values });
+    let mut response = render(app, path, state, status).await;
     if let Some(secs) = retry_after {
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
     response
+}
+
+/// `[(name, value)]` as the feedback's typed values.
+pub fn typed(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
 }

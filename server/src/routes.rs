@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use app::{App, paths, shell};
 use axum::Router;
-use axum::extract::FromRef;
+use axum::extract::{FromRef, Path, Request, State};
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use banlieue_identity::Accounts;
@@ -12,8 +12,13 @@ use banlieue_store::SessionBackend;
 use leptos::prelude::LeptosOptions;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 
+use crate::admin::UserAction;
 use crate::config::Config;
-use crate::{handlers, middleware, pages, session};
+use crate::{account, admin, handlers, middleware, pages, session};
+
+/// Pages whose GET is served by a handler that loads their data first, not by Leptos'
+/// generic route handler.
+const DATA_PAGES: [&str; 4] = ["/users", "/users/{name}", "/account", "/audit"];
 
 /// What every handler may use.
 #[derive(Clone)]
@@ -32,13 +37,56 @@ impl FromRef<AppState> for LeptosOptions {
 /// Builds the console's HTTP surface. Layers, outermost first: security headers,
 /// same-origin check, session, session user + access rules.
 pub fn router(state: AppState, sessions: SessionBackend) -> Router {
-    let routes = generate_route_list(App);
+    let routes: Vec<_> = generate_route_list(App)
+        .into_iter()
+        .filter(|route| !DATA_PAGES.contains(&route.path()))
+        .collect();
+    let user_action = |action: UserAction| {
+        move |State(app): State<AppState>, Path(name): Path<String>, request: Request| {
+            admin::user_action(app, name, action, request)
+        }
+    };
     let leptos = state.leptos.clone();
     Router::new()
         .route(paths::SIGN_IN, post(handlers::sign_in))
         .route(paths::CHANGE_PASSWORD, post(handlers::change_password))
         .route(paths::SIGN_OUT, post(handlers::sign_out))
         .route(paths::LOCALE, post(handlers::set_locale))
+        .route(
+            paths::USERS,
+            get(admin::users_page).post(admin::create_user),
+        )
+        .route(
+            "/users/{name}",
+            get(admin::user_page).post(user_action(UserAction::Update)),
+        )
+        .route(
+            "/users/{name}/disable",
+            post(user_action(UserAction::Disable)),
+        )
+        .route(
+            "/users/{name}/enable",
+            post(user_action(UserAction::Enable)),
+        )
+        .route(
+            "/users/{name}/password",
+            post(user_action(UserAction::ResetPassword)),
+        )
+        .route(
+            "/users/{name}/revoke-sessions",
+            post(user_action(UserAction::RevokeSessions)),
+        )
+        .route(
+            "/users/{name}/delete",
+            post(user_action(UserAction::Delete)),
+        )
+        .route(paths::ACCOUNT, get(account::account_page))
+        .route(
+            "/account/sessions/{handle}/revoke",
+            post(account::revoke_session),
+        )
+        .route("/account/sessions/revoke-all", post(account::revoke_all))
+        .route(paths::AUDIT, get(admin::audit_page))
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
         .leptos_routes_with_context(&state, routes, pages::provide_page_state, move || {

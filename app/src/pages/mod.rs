@@ -1,14 +1,22 @@
 //! One module per page.
 
+mod account;
+mod audit;
 mod change_password;
 mod dashboard;
 mod not_found;
 mod sign_in;
+mod user_detail;
+mod users;
 
+pub use account::Account;
+pub use audit::Audit;
 pub use change_password::ChangePassword;
 pub use dashboard::Dashboard;
 pub use not_found::NotFound;
 pub use sign_in::SignIn;
+pub use user_detail::UserDetail;
+pub use users::Users;
 
 /// Classes of a text input.
 pub(crate) const INPUT_CLASS: &str = "mt-1 block w-full rounded-lg border border-slate-300 bg-white px-3 py-2 shadow-sm focus:border-indigo-500 focus:outline-none focus:ring-2 focus:ring-indigo-500/30 dark:border-slate-700 dark:bg-slate-950";

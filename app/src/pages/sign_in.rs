@@ -13,7 +13,7 @@ pub fn SignIn() -> impl IntoView {
     let user_name = state
         .feedback
         .as_ref()
-        .map(|f| f.user_name.clone())
+        .map(|f| f.value("user_name"))
         .unwrap_or_default();
     let error = state.feedback.map(|f| f.error);
     let focus_password = !user_name.is_empty();

@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 
 use banlieue_domain::{BuiltinRole, NameError, Password, PasswordError, RoleName, Roles, UserName};
-use banlieue_store::{NewUser, StoreError, UserPage, UserRecord};
+use banlieue_store::{AuditPage, AuditQuery, NewUser, StoreError, UserPage, UserRecord};
 use time::OffsetDateTime;
 
 use crate::{Accounts, IdentityError, generate_password};
@@ -76,6 +76,8 @@ pub enum AdminError {
     Conflict,
     #[error("the last enabled admin cannot be disabled, deleted or demoted")]
     LastAdmin,
+    #[error("the typed confirmation does not name the user")]
+    ConfirmationMismatch,
     #[error(transparent)]
     Internal(#[from] IdentityError),
 }
@@ -106,6 +108,9 @@ pub const MAX_PROFILE_FIELD: usize = 200;
 
 /// Rows per page of the user list.
 pub const USERS_PER_PAGE: i64 = 50;
+
+/// Events per page of the audit log.
+pub const AUDIT_PER_PAGE: i64 = 100;
 
 impl Accounts {
     /// One page (0-based) of users matching `search`.
@@ -277,6 +282,67 @@ impl Accounts {
         let result = self.store().delete_user(user.id, version).await;
         self.forget(user.id);
         self.audit_result(actor, "user.delete", name, &result).await;
+        Ok(result?)
+    }
+
+    /// One page (0-based, [`AUDIT_PER_PAGE`] events) of the audit log, newest first.
+    pub async fn audit_log(
+        &self,
+        actor: &Actor,
+        query: &AuditQuery,
+        page: u32,
+    ) -> Result<AuditPage, AdminError> {
+        require_admin(actor)?;
+        Ok(self
+            .store()
+            .query_audit(query, i64::from(page) * AUDIT_PER_PAGE, AUDIT_PER_PAGE)
+            .await?)
+    }
+
+    /// Ends one of the signed-in user's own sessions ("My sessions"). `false` when the
+    /// handle is not one of theirs.
+    pub async fn end_own_session(
+        &self,
+        user: &UserRecord,
+        handle: &str,
+        source: IpAddr,
+    ) -> Result<bool, AdminError> {
+        let ended = self.store().delete_user_session(user.id, handle).await?;
+        let result = if ended { "success" } else { "not-found" };
+        self.audit_event(
+            user.name.as_str(),
+            "session.revoke",
+            user.name.as_str(),
+            source,
+            result,
+            "",
+        )
+        .await;
+        Ok(ended)
+    }
+
+    /// "Sign out everywhere": ends every session and token of the signed-in user,
+    /// this browser's included.
+    pub async fn sign_out_everywhere(
+        &self,
+        user: &UserRecord,
+        source: IpAddr,
+    ) -> Result<(), AdminError> {
+        let result = self
+            .store()
+            .revoke_user_sessions(user.id, OffsetDateTime::now_utc())
+            .await;
+        self.forget(user.id);
+        let outcome = if result.is_ok() { "success" } else { "error" };
+        self.audit_event(
+            user.name.as_str(),
+            "session.revoke-all",
+            user.name.as_str(),
+            source,
+            outcome,
+            "",
+        )
+        .await;
         Ok(result?)
     }
 

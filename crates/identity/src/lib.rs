@@ -13,7 +13,8 @@ pub use accounts::{
     USER_CACHE_TTL, generate_password,
 };
 pub use admin::{
-    Actor, AdminError, MAX_PROFILE_FIELD, PasswordChoice, USERS_PER_PAGE, UserProfile,
+    AUDIT_PER_PAGE, Actor, AdminError, MAX_PROFILE_FIELD, PasswordChoice, USERS_PER_PAGE,
+    UserProfile,
 };
 pub use hasher::{HashError, PasswordHasher};
 pub use throttle::{SignInThrottle, ThrottlePolicy};

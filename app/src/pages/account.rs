@@ -1,0 +1,75 @@
+use leptos::prelude::*;
+
+use super::users::{DANGER_BUTTON, SECONDARY_BUTTON};
+use crate::components::{AppHeader, Messages, PageLink};
+use crate::{PageData, page_state, paths};
+
+/// My account: change password, my sessions (end one, or all).
+#[component]
+pub fn Account() -> impl IntoView {
+    let state = page_state();
+    let locale = state.locale;
+    let sessions = match state.data {
+        PageData::Account(view) => view.sessions,
+        _ => Vec::new(),
+    };
+    let th = "px-3 py-2 text-left font-medium";
+    view! {
+        <AppHeader />
+        <main class="mx-auto max-w-5xl space-y-8 px-4 py-8">
+            <h1 class="text-2xl font-semibold tracking-tight">{locale.t("account-title")}</h1>
+            <Messages />
+            <PageLink href=paths::CHANGE_PASSWORD.to_owned() class=SECONDARY_BUTTON>
+                {locale.t("account-change-password")}
+            </PageLink>
+            <section aria-labelledby="my-sessions" class="space-y-4">
+                <h2 id="my-sessions" class="text-lg font-semibold">{locale.t("account-sessions-title")}</h2>
+                <div class="overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
+                    <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="sessions-table">
+                        <thead class="bg-slate-100 dark:bg-slate-900">
+                            <tr>
+                                <th class=th scope="col">{locale.t("account-sessions-col-created")}</th>
+                                <th class=th scope="col">{locale.t("account-sessions-col-last-seen")}</th>
+                                <th class=th scope="col">{locale.t("account-sessions-col-ip")}</th>
+                                <th class=th scope="col">{locale.t("account-sessions-col-agent")}</th>
+                                <th class=th scope="col"><span class="sr-only">{locale.t("account-session-revoke")}</span></th>
+                            </tr>
+                        </thead>
+                        <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
+                            {sessions
+                                .into_iter()
+                                .map(|session| {
+                                    let action = format!("{}/sessions/{}/revoke", paths::ACCOUNT, session.handle);
+                                    view! {
+                                        <tr data-current=session.current.to_string()>
+                                            <td class="px-3 py-2">{session.created.clone()}</td>
+                                            <td class="px-3 py-2">{session.last_seen.clone()}</td>
+                                            <td class="px-3 py-2">{session.source_ip.clone()}</td>
+                                            <td class="max-w-xs truncate px-3 py-2" title=session.user_agent.clone()>
+                                                {session.user_agent.clone()}
+                                            </td>
+                                            <td class="px-3 py-2 text-right">
+                                                {if session.current {
+                                                    view! { <span class="text-xs text-slate-500">{locale.t("account-session-current")}</span> }.into_any()
+                                                } else {
+                                                    view! {
+                                                        <form method="post" action=action>
+                                                            <button type="submit" class=SECONDARY_BUTTON>{locale.t("account-session-revoke")}</button>
+                                                        </form>
+                                                    }.into_any()
+                                                }}
+                                            </td>
+                                        </tr>
+                                    }
+                                })
+                                .collect_view()}
+                        </tbody>
+                    </table>
+                </div>
+                <form method="post" action=format!("{}/sessions/revoke-all", paths::ACCOUNT)>
+                    <button type="submit" class=DANGER_BUTTON>{locale.t("account-sign-out-everywhere")}</button>
+                </form>
+            </section>
+        </main>
+    }
+}

@@ -1,0 +1,110 @@
+//! My account: my sessions, ending one of them, and signing out everywhere.
+
+use app::{AccountView, Notice, PageData, PageState, SessionRow, paths};
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use banlieue_identity::SessionGrant;
+use banlieue_store::UserRecord;
+use tower_sessions::Session;
+
+use crate::AppState;
+use crate::admin::format_instant;
+use crate::middleware::{CurrentUser, client_ip, internal_error};
+use crate::pages;
+use crate::session::AUTH_KEY;
+
+/// `GET /account`.
+pub async fn account_page(
+    State(app): State<AppState>,
+    session: Session,
+    request: Request,
+) -> Response {
+    let (state, user) = signed_in(&request);
+    account_view(&app, &session, state, &user, None).await
+}
+
+async fn account_view(
+    app: &AppState,
+    session: &Session,
+    mut state: PageState,
+    user: &UserRecord,
+    notice: Option<Notice>,
+) -> Response {
+    let loaded = async {
+        let current = session
+            .get::<SessionGrant>(AUTH_KEY)
+            .await?
+            .map(|g| g.handle);
+        let sessions = app.accounts.store().user_sessions_of(user.id).await?;
+        anyhow::Ok((current, sessions))
+    };
+    let (current, sessions) = match loaded.await {
+        Ok(loaded) => loaded,
+        Err(error) => return internal_error(state.locale, &error),
+    };
+    state.notice = notice;
+    state.data = PageData::Account(AccountView {
+        sessions: sessions
+            .into_iter()
+            .map(|s| SessionRow {
+                current: current.as_deref() == Some(s.handle.as_str()),
+                handle: s.handle,
+                created: format_instant(s.created_at),
+                last_seen: format_instant(s.last_seen_at),
+                source_ip: s.source_ip,
+                user_agent: s.user_agent,
+            })
+            .collect(),
+    });
+    pages::render(app, paths::ACCOUNT, state, StatusCode::OK).await
+}
+
+/// `POST /account/sessions/{handle}/revoke`: ends one of my other sessions; that browser
+/// is signed out on its next request.
+pub async fn revoke_session(
+    State(app): State<AppState>,
+    Path(handle): Path<String>,
+    session: Session,
+    request: Request,
+) -> Response {
+    let (state, user) = signed_in(&request);
+    let source = client_ip(request.extensions());
+    match app.accounts.end_own_session(&user, &handle, source).await {
+        Ok(_) => account_view(&app, &session, state, &user, Some(Notice::SessionRevoked)).await,
+        Err(error) => internal_error(state.locale, &error.into()),
+    }
+}
+
+/// `POST /account/sessions/revoke-all`: ends every session of mine, this one included.
+pub async fn revoke_all(
+    State(app): State<AppState>,
+    session: Session,
+    request: Request,
+) -> Response {
+    let (state, user) = signed_in(&request);
+    let source = client_ip(request.extensions());
+    let ended = async {
+        app.accounts.sign_out_everywhere(&user, source).await?;
+        session.flush().await?;
+        anyhow::Ok(())
+    };
+    match ended.await {
+        Ok(()) => Redirect::to(paths::SIGN_IN).into_response(),
+        Err(error) => internal_error(state.locale, &error),
+    }
+}
+
+fn signed_in(request: &Request) -> (PageState, UserRecord) {
+    let state = request
+        .extensions()
+        .get::<PageState>()
+        .cloned()
+        .unwrap_or_default();
+    let user = request
+        .extensions()
+        .get::<CurrentUser>()
+        .map(|c| c.0.clone())
+        .expect("the access rules admit only signed-in users here");
+    (state, user)
+}

@@ -1,0 +1,436 @@
+//! Users and audit log pages for admins: each GET loads the page's data and renders it;
+//! each POST applies one action through `banlieue_identity` (which checks the rules and
+//! audits) and answers with the page, its notice or its error.
+
+use app::{
+    AppError, AuditFilter, AuditRow, AuditView, Notice, PageData, PageState, UserRow, UserView,
+    UsersView, paths,
+};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use banlieue_domain::PasswordError;
+use banlieue_identity::{
+    AUDIT_PER_PAGE, Actor, AdminError, PasswordChoice, USERS_PER_PAGE, UserProfile,
+};
+use banlieue_store::{AuditQuery, UserRecord};
+use serde::Deserialize;
+use time::OffsetDateTime;
+
+use crate::AppState;
+use crate::form::Form;
+use crate::middleware::{CurrentUser, client_ip, error_page, internal_error};
+use crate::pages;
+
+/// `GET /users?q=&page=` query.
+#[derive(Debug, Default, Deserialize)]
+pub struct UsersQuery {
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    page: u32,
+}
+
+/// `GET /users`: one page of the search.
+pub async fn users_page(
+    State(app): State<AppState>,
+    Query(query): Query<UsersQuery>,
+    request: Request,
+) -> Response {
+    let (state, actor) = context(&request);
+    users_view(&app, state, &actor, &query.q, query.page, None).await
+}
+
+async fn users_view(
+    app: &AppState,
+    mut state: PageState,
+    actor: &Actor,
+    search: &str,
+    page: u32,
+    error: Option<(AppError, Form)>,
+) -> Response {
+    let listed = match app.accounts.list_users(actor, search, page).await {
+        Ok(listed) => listed,
+        Err(error) => return refusal(app, state, paths::USERS, error).await,
+    };
+    state.data = PageData::Users(UsersView {
+        search: search.to_owned(),
+        page,
+        per_page: USERS_PER_PAGE,
+        total: listed.total,
+        rows: listed.users.iter().map(user_row).collect(),
+    });
+    match error {
+        None => pages::render(app, paths::USERS, state, StatusCode::OK).await,
+        Some((error, form)) => {
+            let values = pages::typed(&[
+                ("name", form.get("name")),
+                ("display_name", form.get("display_name")),
+                ("email", form.get("email")),
+                ("roles", form.get("roles")),
+            ]);
+            pages::with_feedback(app, paths::USERS, state, error, values).await
+        }
+    }
+}
+
+/// `POST /users`: create a user; the generated password is shown once on their page.
+pub async fn create_user(State(app): State<AppState>, request: Request) -> Response {
+    let (state, actor) = context(&request);
+    let form = match Form::read(request.into_body()).await {
+        Ok(form) => form,
+        Err(error) => {
+            return users_view(&app, state, &actor, "", 0, Some((error, Form::default()))).await;
+        }
+    };
+    let choice = password_choice(&form);
+    let name = form.get("name").trim().to_owned();
+    match app
+        .accounts
+        .create_user(&actor, &name, &profile(&form), choice)
+        .await
+    {
+        Ok((user, shown_password)) => {
+            user_view(
+                &app,
+                state,
+                user,
+                shown_password,
+                Some(Notice::UserCreated),
+                None,
+            )
+            .await
+        }
+        Err(error) => match app_error(error) {
+            Ok(error) => users_view(&app, state, &actor, "", 0, Some((error, form))).await,
+            Err(error) => internal_error(state.locale, &error),
+        },
+    }
+}
+
+/// `GET /users/{name}`.
+pub async fn user_page(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+    request: Request,
+) -> Response {
+    let (state, actor) = context(&request);
+    match app.accounts.user(&actor, &name).await {
+        Ok(user) => user_view(&app, state, user, None, None, None).await,
+        Err(error) => refusal(&app, state, &paths::user(&name), error).await,
+    }
+}
+
+async fn user_view(
+    app: &AppState,
+    mut state: PageState,
+    user: UserRecord,
+    shown_password: Option<String>,
+    notice: Option<Notice>,
+    error: Option<(AppError, Form)>,
+) -> Response {
+    let path = paths::user(user.name.as_str());
+    state.notice = notice;
+    state.data = PageData::User(UserView {
+        user: user_row(&user),
+        shown_password,
+    });
+    match error {
+        None => pages::render(app, &path, state, StatusCode::OK).await,
+        Some((error, form)) => {
+            // After a conflict the page shows the stored values, not the typed ones.
+            let values = if error == AppError::Conflict {
+                Default::default()
+            } else {
+                pages::typed(&[
+                    ("display_name", form.get("display_name")),
+                    ("email", form.get("email")),
+                    ("roles", form.get("roles")),
+                ])
+            };
+            pages::with_feedback(app, &path, state, error, values).await
+        }
+    }
+}
+
+/// The actions on one user's page.
+#[derive(Debug, Clone, Copy)]
+pub enum UserAction {
+    Update,
+    Disable,
+    Enable,
+    ResetPassword,
+    RevokeSessions,
+    Delete,
+}
+
+/// `POST /users/{name}[/disable|/enable|/password|/revoke-sessions|/delete]`.
+pub async fn user_action(
+    app: AppState,
+    name: String,
+    action: UserAction,
+    request: Request,
+) -> Response {
+    let (state, actor) = context(&request);
+    let form = match Form::read(request.into_body()).await {
+        Ok(form) => form,
+        Err(error) => return error_page(state.locale, &error),
+    };
+    let version: i64 = form.get("version").parse().unwrap_or(-1);
+    let accounts = &app.accounts;
+    let outcome = match action {
+        UserAction::Update => accounts
+            .update_user(&actor, &name, version, &profile(&form))
+            .await
+            .map(|_| (Notice::UserSaved, None)),
+        UserAction::Disable => accounts
+            .set_user_disabled(&actor, &name, version, true)
+            .await
+            .map(|_| (Notice::UserDisabled, None)),
+        UserAction::Enable => accounts
+            .set_user_disabled(&actor, &name, version, false)
+            .await
+            .map(|_| (Notice::UserEnabled, None)),
+        UserAction::ResetPassword => accounts
+            .reset_password(&actor, &name, password_choice(&form))
+            .await
+            .map(|shown| (Notice::PasswordReset, shown)),
+        UserAction::RevokeSessions => accounts
+            .revoke_user_sessions(&actor, &name)
+            .await
+            .map(|()| (Notice::SessionsRevoked, None)),
+        UserAction::Delete => {
+            if form.get("confirm").trim() != name {
+                Err(AdminError::ConfirmationMismatch)
+            } else {
+                match accounts.delete_user(&actor, &name, version).await {
+                    Ok(()) => {
+                        let mut state = state;
+                        state.notice = Some(Notice::UserDeleted { name });
+                        return users_view(&app, state, &actor, "", 0, None).await;
+                    }
+                    Err(error) => Err(error),
+                }
+            }
+        }
+    };
+    let current = match accounts.user(&actor, &name).await {
+        Ok(user) => user,
+        Err(error) => return refusal(&app, state, &paths::user(&name), error).await,
+    };
+    match outcome {
+        Ok((notice, shown)) => user_view(&app, state, current, shown, Some(notice), None).await,
+        Err(error) => match app_error(error) {
+            Ok(error) => user_view(&app, state, current, None, None, Some((error, form))).await,
+            Err(error) => internal_error(state.locale, &error),
+        },
+    }
+}
+
+/// `GET /audit?actor=&action=&target=&result=&since=&until=&page=`.
+#[derive(Debug, Default, Deserialize)]
+pub struct AuditParams {
+    #[serde(flatten)]
+    filter: AuditFilterParams,
+    #[serde(default)]
+    page: u32,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct AuditFilterParams {
+    #[serde(default)]
+    actor: String,
+    #[serde(default)]
+    action: String,
+    #[serde(default)]
+    target: String,
+    #[serde(default)]
+    result: String,
+    #[serde(default)]
+    since: String,
+    #[serde(default)]
+    until: String,
+}
+
+/// `GET /audit`: the filtered audit log.
+pub async fn audit_page(
+    State(app): State<AppState>,
+    Query(params): Query<AuditParams>,
+    request: Request,
+) -> Response {
+    let (mut state, actor) = context(&request);
+    let f = params.filter;
+    let filter = AuditFilter {
+        actor: f.actor.trim().to_owned(),
+        action: f.action.trim().to_owned(),
+        target: f.target.trim().to_owned(),
+        result: f.result.trim().to_owned(),
+        since: f.since.trim().to_owned(),
+        until: f.until.trim().to_owned(),
+    };
+    let (since, until) = match (day_start(&filter.since), day_start(&filter.until)) {
+        (Ok(since), Ok(until)) => (
+            since,
+            until.map(|d| d + time::Duration::days(1) - time::Duration::milliseconds(1)),
+        ),
+        _ => {
+            state.data = PageData::Audit(AuditView {
+                filter,
+                page: 0,
+                per_page: AUDIT_PER_PAGE,
+                total: 0,
+                rows: Vec::new(),
+            });
+            return pages::with_feedback(
+                &app,
+                paths::AUDIT,
+                state,
+                AppError::InvalidDate,
+                Default::default(),
+            )
+            .await;
+        }
+    };
+    let query = AuditQuery {
+        actor: filter.actor.clone(),
+        action: filter.action.clone(),
+        target: filter.target.clone(),
+        result: filter.result.clone(),
+        since,
+        until,
+    };
+    match app.accounts.audit_log(&actor, &query, params.page).await {
+        Ok(page) => {
+            state.data = PageData::Audit(AuditView {
+                filter,
+                page: params.page,
+                per_page: AUDIT_PER_PAGE,
+                total: page.total,
+                rows: page
+                    .events
+                    .into_iter()
+                    .map(|e| AuditRow {
+                        at: format_instant(e.at),
+                        actor: e.actor,
+                        action: e.action,
+                        target: e.target,
+                        source_ip: e.source_ip,
+                        result: e.result,
+                    })
+                    .collect(),
+            });
+            pages::render(&app, paths::AUDIT, state, StatusCode::OK).await
+        }
+        Err(error) => refusal(&app, state, paths::AUDIT, error).await,
+    }
+}
+
+/// `YYYY-MM-DD` as midnight UTC; empty is `None`.
+fn day_start(text: &str) -> Result<Option<OffsetDateTime>, ()> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let mut parts = text.splitn(3, '-').map(str::parse::<i32>);
+    let (Some(Ok(year)), Some(Ok(month)), Some(Ok(day))) =
+        (parts.next(), parts.next(), parts.next())
+    else {
+        return Err(());
+    };
+    let month = time::Month::try_from(u8::try_from(month).map_err(|_| ())?).map_err(|_| ())?;
+    let date = time::Date::from_calendar_date(year, month, u8::try_from(day).map_err(|_| ())?)
+        .map_err(|_| ())?;
+    Ok(Some(date.midnight().assume_utc()))
+}
+
+/// The request's page state and the signed-in person as an [`Actor`].
+pub fn context(request: &Request) -> (PageState, Actor) {
+    let state = request
+        .extensions()
+        .get::<PageState>()
+        .cloned()
+        .unwrap_or_default();
+    let user = request
+        .extensions()
+        .get::<CurrentUser>()
+        .map(|c| c.0.clone())
+        .expect("the access rules admit only signed-in users here");
+    let actor = Actor::User {
+        user: Box::new(user),
+        source: client_ip(request.extensions()),
+    };
+    (state, actor)
+}
+
+async fn refusal(app: &AppState, state: PageState, path: &str, error: AdminError) -> Response {
+    match app_error(error) {
+        Ok(error) => pages::with_feedback(app, path, state, error, Default::default()).await,
+        Err(error) => internal_error(state.locale, &error),
+    }
+}
+
+/// The user-facing form of an [`AdminError`]; internal failures stay errors for the log.
+pub fn app_error(error: AdminError) -> Result<AppError, anyhow::Error> {
+    Ok(match error {
+        AdminError::Forbidden => AppError::Forbidden,
+        AdminError::InvalidName(_) => AppError::InvalidUserName,
+        AdminError::InvalidRoles(_) => AppError::InvalidRoles,
+        AdminError::RoleNotHeld(role) => AppError::RoleNotHeld { role },
+        AdminError::FieldTooLong { .. } => AppError::FieldTooLong,
+        AdminError::InvalidPassword(PasswordError::TooShort { .. }) => AppError::PasswordTooShort,
+        AdminError::InvalidPassword(PasswordError::TooLong { .. }) => AppError::PasswordTooLong,
+        AdminError::NameTaken => AppError::NameTaken,
+        AdminError::NotFound => AppError::NotFound,
+        AdminError::Conflict => AppError::Conflict,
+        AdminError::LastAdmin => AppError::LastAdmin,
+        AdminError::ConfirmationMismatch => AppError::ConfirmationMismatch,
+        AdminError::Internal(error) => return Err(error.into()),
+    })
+}
+
+fn profile(form: &Form) -> UserProfile {
+    UserProfile {
+        display_name: form.get("display_name").to_owned(),
+        email: form.get("email").to_owned(),
+        roles: form
+            .get("roles")
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|r| !r.is_empty())
+            .map(str::to_owned)
+            .collect(),
+    }
+}
+
+fn password_choice(form: &Form) -> PasswordChoice {
+    if form.get("password_mode") == "typed" {
+        PasswordChoice::Typed(form.get("password").to_owned())
+    } else {
+        PasswordChoice::Generate
+    }
+}
+
+pub fn user_row(user: &UserRecord) -> UserRow {
+    UserRow {
+        name: user.name.to_string(),
+        display_name: user.display_name.clone(),
+        email: user.email.clone(),
+        roles: user.roles.iter().map(|r| r.to_string()).collect(),
+        tenant: user.tenant.clone(),
+        disabled: user.disabled,
+        must_change_password: user.must_change_password,
+        last_sign_in: user.last_sign_in_at.map(format_instant),
+        version: user.version,
+    }
+}
+
+/// `2026-11-29 21:05 UTC`.
+pub fn format_instant(at: OffsetDateTime) -> String {
+    let at = at.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02} UTC",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute()
+    )
+}

@@ -1,0 +1,340 @@
+//! User administration, My account and the audit log through the router.
+
+mod support;
+
+use axum::http::StatusCode;
+use support::*;
+
+const PASSWORD: &str = "correct horse battery";
+
+async fn with_admin() -> (TestApp, String) {
+    let app = TestApp::new().await;
+    app.create_user("root", PASSWORD, &["admin"], false).await;
+    let cookie = app.sign_in("root", PASSWORD).await;
+    (app, cookie)
+}
+
+fn shown_password(body: &str) -> String {
+    let at = body
+        .find("data-testid=\"shown-password\"")
+        .expect("a shown password");
+    let tag_start = body[..at].rfind('<').unwrap();
+    let tag = &body[tag_start..at + body[at..].find('>').unwrap()];
+    let value = tag.split("value=\"").nth(1).unwrap();
+    value[..value.find('"').unwrap()].to_owned()
+}
+
+#[tokio::test]
+async fn a_created_user_signs_in_with_the_generated_password_and_must_change_it() {
+    let (app, admin) = with_admin().await;
+    let created = app
+        .send(post_form(
+            "/users",
+            form(&[
+                ("name", "alice"),
+                ("display_name", "Alice Liddell"),
+                ("email", "alice@example.test"),
+                ("roles", "developer, viewer"),
+                ("password_mode", "generate"),
+            ]),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(created.status, StatusCode::OK, "{}", created.body);
+    assert!(created.body.contains("User created."));
+    let password = shown_password(&created.body);
+    assert_eq!(password.len(), 24);
+
+    let listed = app.send(get("/users?q=liddell", Some(&admin))).await;
+    assert_eq!(listed.status, StatusCode::OK);
+    assert!(listed.body.contains("href=\"/users/alice\""));
+    assert!(listed.body.contains("developer, viewer"));
+    assert!(listed.body.contains("must change password"));
+
+    let response = app
+        .send(post_form(
+            "/sign-in",
+            form(&[("user_name", "alice"), ("password", &password)]),
+            None,
+        ))
+        .await;
+    assert_eq!(response.location(), Some("/change-password"));
+
+    let page = app.send(get("/users/alice", Some(&admin))).await;
+    assert!(
+        !page.body.contains("data-testid=\"shown-password\""),
+        "shown once only"
+    );
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_the_form_kept() {
+    let (app, admin) = with_admin().await;
+    let bad = app
+        .send(post_form(
+            "/users",
+            form(&[
+                ("name", "Not Valid"),
+                ("display_name", "Kept Name"),
+                ("roles", "viewer"),
+            ]),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(bad.alert().unwrap().starts_with("User names are 1 to 63"));
+    assert!(
+        bad.body.contains("value=\"Kept Name\""),
+        "typed values survive"
+    );
+    app.create_user("bob", PASSWORD, &[], false).await;
+    let taken = app
+        .send(post_form(
+            "/users",
+            form(&[("name", "bob"), ("password_mode", "generate")]),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(taken.status, StatusCode::CONFLICT);
+    assert_eq!(
+        taken.alert().as_deref(),
+        Some("A user with this name already exists.")
+    );
+}
+
+#[tokio::test]
+async fn only_admins_reach_user_administration() {
+    let (app, _) = with_admin().await;
+    app.create_user("dev", PASSWORD, &["developer"], false)
+        .await;
+    let dev = app.sign_in("dev", PASSWORD).await;
+    for path in ["/users", "/users/root", "/audit"] {
+        let page = app.send(get(path, Some(&dev))).await;
+        assert_eq!(page.status, StatusCode::FORBIDDEN, "{path}");
+        assert!(!page.body.contains("data-testid=\"users-table\""));
+    }
+    let create = app
+        .send(post_form(
+            "/users",
+            form(&[("name", "eve"), ("password_mode", "generate")]),
+            Some(&dev),
+        ))
+        .await;
+    assert_eq!(create.status, StatusCode::FORBIDDEN);
+    assert!(
+        app.send(get("/account", Some(&dev)))
+            .await
+            .status
+            .is_success()
+    );
+}
+
+#[tokio::test]
+async fn resetting_a_password_ends_the_users_open_session() {
+    let (app, admin) = with_admin().await;
+    app.create_user("alice", PASSWORD, &[], false).await;
+    let alice = app.sign_in("alice", PASSWORD).await;
+    assert_eq!(
+        app.send(get("/", Some(&alice))).await.status,
+        StatusCode::OK
+    );
+    let reset = app
+        .send(post_form(
+            "/users/alice/password",
+            form(&[("password_mode", "generate")]),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(reset.status, StatusCode::OK);
+    let password = shown_password(&reset.body);
+    assert_eq!(
+        app.send(get("/", Some(&alice))).await.location(),
+        Some("/sign-in")
+    );
+    let again = app
+        .send(post_form(
+            "/sign-in",
+            form(&[("user_name", "alice"), ("password", &password)]),
+            None,
+        ))
+        .await;
+    assert_eq!(again.location(), Some("/change-password"));
+}
+
+#[tokio::test]
+async fn my_sessions_lists_and_ends_sessions() {
+    let app = TestApp::new().await;
+    app.create_user("alice", PASSWORD, &[], false).await;
+    let laptop = app.sign_in("alice", PASSWORD).await;
+    let phone = app.sign_in("alice", PASSWORD).await;
+    let page = app.send(get("/account", Some(&laptop))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert_eq!(page.body.matches("data-current=").count(), 2);
+    assert_eq!(page.body.matches("data-current=\"true\"").count(), 1);
+    let revoke = page
+        .body
+        .split("action=\"/account/sessions/")
+        .nth(1)
+        .unwrap();
+    let handle = &revoke[..revoke.find('/').unwrap()];
+    let ended = app
+        .send(post_form(
+            &format!("/account/sessions/{handle}/revoke"),
+            "",
+            Some(&laptop),
+        ))
+        .await;
+    assert_eq!(ended.status, StatusCode::OK);
+    assert!(ended.body.contains("Session ended."));
+    assert_eq!(
+        app.send(get("/", Some(&phone))).await.location(),
+        Some("/sign-in"),
+        "that browser is out"
+    );
+    assert_eq!(
+        app.send(get("/", Some(&laptop))).await.status,
+        StatusCode::OK,
+        "this one stays"
+    );
+
+    let everywhere = app
+        .send(post_form("/account/sessions/revoke-all", "", Some(&laptop)))
+        .await;
+    assert_eq!(everywhere.location(), Some("/sign-in"));
+    assert_eq!(
+        app.send(get("/", Some(&laptop))).await.location(),
+        Some("/sign-in")
+    );
+}
+
+#[tokio::test]
+async fn the_last_admin_cannot_lock_everyone_out() {
+    let (app, admin) = with_admin().await;
+    let page = app.send(get("/users/root", Some(&admin))).await;
+    let version = version_of(&page.body);
+    let disable = app
+        .send(post_form(
+            "/users/root/disable",
+            form(&[("version", &version)]),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(disable.status, StatusCode::FORBIDDEN);
+    assert!(
+        disable
+            .alert()
+            .unwrap()
+            .starts_with("The last enabled admin")
+    );
+    let demote = app
+        .send(post_form(
+            "/users/root",
+            form(&[("version", &version), ("roles", "viewer")]),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(demote.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        app.send(get("/", Some(&admin))).await.status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn concurrent_edits_conflict_instead_of_overwriting() {
+    let (app, admin) = with_admin().await;
+    app.create_user("bob", PASSWORD, &[], false).await;
+    let version = version_of(&app.send(get("/users/bob", Some(&admin))).await.body);
+    let first = app
+        .send(post_form(
+            "/users/bob",
+            form(&[("version", &version), ("display_name", "First")]),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert!(first.body.contains("Changes saved."));
+    let second = app
+        .send(post_form(
+            "/users/bob",
+            form(&[("version", &version), ("display_name", "Second")]),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(second.status, StatusCode::CONFLICT);
+    assert!(
+        second
+            .alert()
+            .unwrap()
+            .starts_with("Someone else changed this user")
+    );
+    assert!(
+        second.body.contains("value=\"First\""),
+        "the stored value is shown"
+    );
+}
+
+#[tokio::test]
+async fn deletion_needs_the_name_typed() {
+    let (app, admin) = with_admin().await;
+    app.create_user("bob", PASSWORD, &[], false).await;
+    let version = version_of(&app.send(get("/users/bob", Some(&admin))).await.body);
+    let wrong = app
+        .send(post_form(
+            "/users/bob/delete",
+            form(&[("version", &version), ("confirm", "bo")]),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(wrong.status, StatusCode::BAD_REQUEST);
+    let deleted = app
+        .send(post_form(
+            "/users/bob/delete",
+            form(&[("version", &version), ("confirm", "bob")]),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(deleted.status, StatusCode::OK);
+    assert!(deleted.body.contains("User bob deleted."));
+    assert_eq!(
+        app.send(get("/users/bob", Some(&admin))).await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn the_audit_log_shows_and_filters_events() {
+    let (app, admin) = with_admin().await;
+    app.send(post_form(
+        "/users",
+        form(&[("name", "carol"), ("password_mode", "generate")]),
+        Some(&admin),
+    ))
+    .await;
+    app.send(post_form("/users/carol/revoke-sessions", "", Some(&admin)))
+        .await;
+    let log = app.send(get("/audit", Some(&admin))).await;
+    assert_eq!(log.status, StatusCode::OK);
+    for action in ["session.sign-in", "user.create", "user.sessions-revoke"] {
+        assert!(log.body.contains(action), "{action}");
+    }
+    let filtered = app
+        .send(get("/audit?action=user.create", Some(&admin)))
+        .await;
+    assert!(filtered.body.contains("user.create"));
+    assert!(!filtered.body.contains("session.sign-in<"));
+    let bad_date = app.send(get("/audit?since=yesterday", Some(&admin))).await;
+    assert_eq!(bad_date.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        bad_date.alert().as_deref(),
+        Some("Dates are written YYYY-MM-DD.")
+    );
+}
+
+fn version_of(body: &str) -> String {
+    let value = body
+        .split("name=\"version\" value=\"")
+        .nth(1)
+        .expect("a version field");
+    value[..value.find('"').unwrap()].to_owned()
+}
