@@ -34,6 +34,47 @@ pub enum AdminCommand {
     /// Create the first admin (`admin`, must change password) and print its password
     /// once to stderr. Refused when an enabled admin exists.
     Bootstrap,
+    /// Manage users with the same rules and audit events as the console.
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// List users (name, roles, state), optionally matching a search.
+    List {
+        #[arg(long, default_value = "")]
+        search: String,
+    },
+    /// Create a user who must change the printed password at first sign-in.
+    Create {
+        name: String,
+        #[arg(long, default_value = "")]
+        display_name: String,
+        #[arg(long, default_value = "")]
+        email: String,
+        /// Comma-separated role names.
+        #[arg(long, value_delimiter = ',')]
+        roles: Vec<String>,
+    },
+    /// Generate a new password (printed once), require a change at next sign-in and end
+    /// the user's sessions.
+    SetPassword {
+        name: String,
+    },
+    /// Disable the user; their sessions end.
+    Disable {
+        name: String,
+    },
+    Enable {
+        name: String,
+    },
+    /// End every session of the user.
+    RevokeSessions {
+        name: String,
+    },
 }
 
 /// Settings as given on the command line or in the environment, before validation.

@@ -35,5 +35,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             startup::bootstrap_admin(&accounts).await?;
             Ok(())
         }
+        Command::Admin {
+            command: AdminCommand::User { command },
+        } => {
+            let accounts = startup::open_accounts(&config).await?;
+            server::operator::run(&accounts, command).await
+        }
     }
 }

@@ -128,3 +128,67 @@ fn configuration_errors_are_actionable() {
     assert!(ok.status.success(), "{ok:?}");
     assert!(String::from_utf8_lossy(&ok.stdout).contains("configuration is valid"));
 }
+
+#[test]
+fn operators_manage_users_from_the_shell_under_the_same_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| console(dir.path()).args(args).output().unwrap();
+    assert!(run(&["admin", "bootstrap"]).status.success());
+
+    let created = run(&[
+        "admin",
+        "user",
+        "create",
+        "alice",
+        "--roles",
+        "developer,viewer",
+        "--email",
+        "a@x.test",
+    ]);
+    assert!(created.status.success(), "{created:?}");
+    let stderr = String::from_utf8(created.stderr).unwrap();
+    let password = stderr.trim().strip_prefix("password for alice: ").unwrap();
+    assert_eq!(password.len(), 24);
+
+    let listed = String::from_utf8(run(&["admin", "user", "list"]).stdout).unwrap();
+    assert_eq!(
+        listed,
+        "admin\tadmin\tmust-change-password\nalice\tdeveloper,viewer\tmust-change-password\n"
+    );
+
+    let taken = run(&["admin", "user", "create", "alice"]);
+    assert!(!taken.status.success());
+    assert!(String::from_utf8_lossy(&taken.stderr).contains("already exists"));
+    let bad_role = run(&["admin", "user", "create", "bob", "--roles", "Not A Role"]);
+    assert!(!bad_role.status.success());
+    assert!(String::from_utf8_lossy(&bad_role.stderr).contains("invalid roles"));
+
+    assert!(run(&["admin", "user", "disable", "alice"]).status.success());
+    let listed =
+        String::from_utf8(run(&["admin", "user", "list", "--search", "ali"]).stdout).unwrap();
+    assert_eq!(listed, "alice\tdeveloper,viewer\tdisabled\n");
+    assert!(run(&["admin", "user", "enable", "alice"]).status.success());
+    let last_admin = run(&["admin", "user", "disable", "admin"]);
+    assert!(!last_admin.status.success());
+    assert!(String::from_utf8_lossy(&last_admin.stderr).contains("last enabled admin"));
+
+    let reset = run(&["admin", "user", "set-password", "alice"]);
+    assert!(reset.status.success());
+    let new_password = String::from_utf8(reset.stderr).unwrap();
+    assert!(new_password.starts_with("password for alice: "));
+    assert_ne!(
+        new_password
+            .trim()
+            .strip_prefix("password for alice: ")
+            .unwrap(),
+        password
+    );
+    assert!(
+        run(&["admin", "user", "revoke-sessions", "alice"])
+            .status
+            .success()
+    );
+    let missing = run(&["admin", "user", "revoke-sessions", "nobody"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no such user"));
+}
