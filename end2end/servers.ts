@@ -8,9 +8,12 @@ export interface ConsoleServer {
   javaScript: boolean;
 }
 
+/** First of the two loopback ports; `BANLIEUE_E2E_PORT` moves them (e.g. beside a CI run). */
+const firstPort = Number(process.env.BANLIEUE_E2E_PORT ?? 3101);
+
 export const servers: ConsoleServer[] = [
-  { project: 'js', port: 3101, baseURL: 'http://127.0.0.1:3101', javaScript: true },
-  { project: 'no-js', port: 3102, baseURL: 'http://127.0.0.1:3102', javaScript: false },
+  { project: 'js', port: firstPort, baseURL: `http://127.0.0.1:${firstPort}`, javaScript: true },
+  { project: 'no-js', port: firstPort + 1, baseURL: `http://127.0.0.1:${firstPort + 1}`, javaScript: false },
 ];
 
 const root = path.resolve(__dirname, '..');

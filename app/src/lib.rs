@@ -11,13 +11,11 @@ mod state;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Title, provide_meta_context};
-use leptos_router::components::{Route, Router, Routes};
-use leptos_router::path;
 
 pub use error::AppError;
 pub use i18n::Locale;
 pub use state::{
-    AccountView, AuditFilter, AuditRow, AuditView, FormFeedback, Notice, PageData, PageState,
+    AccountView, AuditFilter, AuditRow, AuditView, FormFeedback, Notice, Page, PageData, PageState,
     SessionRow, UserRow, UserView, UsersView,
 };
 
@@ -64,26 +62,27 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     }
 }
 
-/// The application: page state shared from the server, then the routes.
+/// The application: the page state shared from the server, then the page it names.
+/// There is no client-side router: every navigation is a request the server answers.
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
     let state = SharedValue::new(|| use_context::<PageState>().unwrap_or_default()).into_inner();
     let locale = state.locale;
+    let page = state.page;
     provide_context(state);
     view! {
         <Title text=locale.t("app-name") />
-        <Router>
-            <Routes fallback=pages::NotFound>
-                <Route path=path!("/") view=pages::Dashboard />
-                <Route path=path!("/sign-in") view=pages::SignIn />
-                <Route path=path!("/change-password") view=pages::ChangePassword />
-                <Route path=path!("/users") view=pages::Users />
-                <Route path=path!("/users/:name") view=pages::UserDetail />
-                <Route path=path!("/account") view=pages::Account />
-                <Route path=path!("/audit") view=pages::Audit />
-            </Routes>
-        </Router>
+        {match page {
+            Page::Dashboard => view! { <pages::Dashboard /> }.into_any(),
+            Page::SignIn => view! { <pages::SignIn /> }.into_any(),
+            Page::ChangePassword => view! { <pages::ChangePassword /> }.into_any(),
+            Page::Users => view! { <pages::Users /> }.into_any(),
+            Page::User => view! { <pages::UserDetail /> }.into_any(),
+            Page::Account => view! { <pages::Account /> }.into_any(),
+            Page::Audit => view! { <pages::Audit /> }.into_any(),
+            Page::NotFound => view! { <pages::NotFound /> }.into_any(),
+        }}
     }
 }
 

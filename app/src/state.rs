@@ -14,6 +14,11 @@ use crate::i18n::Locale;
 /// receives the same value for hydration.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PageState {
+    /// Which page to show. The server decides (it may answer a form post to
+    /// `/users/alice/disable` with the page of alice); the browser never routes itself.
+    pub page: Page,
+    /// The path and query of the request, where the language switch returns to.
+    pub path: String,
     pub locale: Locale,
     pub user: Option<SignedInUser>,
     /// Set when a form post is answered with the page itself (not a redirect).
@@ -21,6 +26,42 @@ pub struct PageState {
     /// A success message after an action.
     pub notice: Option<Notice>,
     pub data: PageData,
+}
+
+/// The pages of the console.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Page {
+    Dashboard,
+    SignIn,
+    ChangePassword,
+    Users,
+    User,
+    Account,
+    Audit,
+    #[default]
+    NotFound,
+}
+
+impl Page {
+    /// The page a GET of `path` shows.
+    pub fn for_path(path: &str) -> Self {
+        use crate::paths;
+        match path {
+            paths::DASHBOARD => Self::Dashboard,
+            paths::SIGN_IN => Self::SignIn,
+            paths::CHANGE_PASSWORD => Self::ChangePassword,
+            paths::USERS => Self::Users,
+            paths::ACCOUNT => Self::Account,
+            paths::AUDIT => Self::Audit,
+            _ if path
+                .strip_prefix("/users/")
+                .is_some_and(|name| !name.is_empty() && !name.contains('/')) =>
+            {
+                Self::User
+            }
+            _ => Self::NotFound,
+        }
+    }
 }
 
 /// The result of a refused form post, and what to put back into the form so nothing

@@ -1,6 +1,6 @@
 //! My account: my sessions, ending one of them, and signing out everywhere.
 
-use app::{AccountView, Notice, PageData, PageState, SessionRow, paths};
+use app::{AccountView, Notice, Page, PageData, PageState, SessionRow, paths};
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -43,6 +43,7 @@ async fn account_view(
         Ok(loaded) => loaded,
         Err(error) => return internal_error(state.locale, &error),
     };
+    state.page = Page::Account;
     state.notice = notice;
     state.data = PageData::Account(AccountView {
         sessions: sessions
@@ -57,7 +58,7 @@ async fn account_view(
             })
             .collect(),
     });
-    pages::render(app, paths::ACCOUNT, state, StatusCode::OK).await
+    pages::render(app, state, StatusCode::OK).await
 }
 
 /// `POST /account/sessions/{handle}/revoke`: ends one of my other sessions; that browser

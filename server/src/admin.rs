@@ -3,8 +3,8 @@
 //! audits) and answers with the page, its notice or its error.
 
 use app::{
-    AppError, AuditFilter, AuditRow, AuditView, Notice, PageData, PageState, UserRow, UserView,
-    UsersView, paths,
+    AppError, AuditFilter, AuditRow, AuditView, Notice, Page, PageData, PageState, UserRow,
+    UserView, UsersView,
 };
 use axum::extract::{Path, Query, Request, State};
 use axum::http::StatusCode;
@@ -49,9 +49,10 @@ async fn users_view(
     page: u32,
     error: Option<(AppError, Form)>,
 ) -> Response {
+    state.page = Page::Users;
     let listed = match app.accounts.list_users(actor, search, page).await {
         Ok(listed) => listed,
-        Err(error) => return refusal(app, state, paths::USERS, error).await,
+        Err(error) => return refusal(app, state, error).await,
     };
     state.data = PageData::Users(UsersView {
         search: search.to_owned(),
@@ -61,7 +62,7 @@ async fn users_view(
         rows: listed.users.iter().map(user_row).collect(),
     });
     match error {
-        None => pages::render(app, paths::USERS, state, StatusCode::OK).await,
+        None => pages::render(app, state, StatusCode::OK).await,
         Some((error, form)) => {
             let values = pages::typed(&[
                 ("name", form.get("name")),
@@ -69,7 +70,7 @@ async fn users_view(
                 ("email", form.get("email")),
                 ("roles", form.get("roles")),
             ]);
-            pages::with_feedback(app, paths::USERS, state, error, values).await
+            pages::with_feedback(app, state, error, values).await
         }
     }
 }
@@ -117,7 +118,7 @@ pub async fn user_page(
     let (state, actor) = context(&request);
     match app.accounts.user(&actor, &name).await {
         Ok(user) => user_view(&app, state, user, None, None, None).await,
-        Err(error) => refusal(&app, state, &paths::user(&name), error).await,
+        Err(error) => refusal(&app, state, error).await,
     }
 }
 
@@ -129,14 +130,14 @@ async fn user_view(
     notice: Option<Notice>,
     error: Option<(AppError, Form)>,
 ) -> Response {
-    let path = paths::user(user.name.as_str());
+    state.page = Page::User;
     state.notice = notice;
     state.data = PageData::User(UserView {
         user: user_row(&user),
         shown_password,
     });
     match error {
-        None => pages::render(app, &path, state, StatusCode::OK).await,
+        None => pages::render(app, state, StatusCode::OK).await,
         Some((error, form)) => {
             // After a conflict the page shows the stored values, not the typed ones.
             let values = if error == AppError::Conflict {
@@ -148,7 +149,7 @@ async fn user_view(
                     ("roles", form.get("roles")),
                 ])
             };
-            pages::with_feedback(app, &path, state, error, values).await
+            pages::with_feedback(app, state, error, values).await
         }
     }
 }
@@ -216,7 +217,11 @@ pub async fn user_action(
     };
     let current = match accounts.user(&actor, &name).await {
         Ok(user) => user,
-        Err(error) => return refusal(&app, state, &paths::user(&name), error).await,
+        Err(error) => {
+            let mut state = state;
+            state.page = Page::User;
+            return refusal(&app, state, error).await;
+        }
     };
     match outcome {
         Ok((notice, shown)) => user_view(&app, state, current, shown, Some(notice), None).await,
@@ -259,6 +264,7 @@ pub async fn audit_page(
     request: Request,
 ) -> Response {
     let (mut state, actor) = context(&request);
+    state.page = Page::Audit;
     let f = params.filter;
     let filter = AuditFilter {
         actor: f.actor.trim().to_owned(),
@@ -281,14 +287,8 @@ pub async fn audit_page(
                 total: 0,
                 rows: Vec::new(),
             });
-            return pages::with_feedback(
-                &app,
-                paths::AUDIT,
-                state,
-                AppError::InvalidDate,
-                Default::default(),
-            )
-            .await;
+            return pages::with_feedback(&app, state, AppError::InvalidDate, Default::default())
+                .await;
         }
     };
     let query = AuditQuery {
@@ -319,9 +319,9 @@ pub async fn audit_page(
                     })
                     .collect(),
             });
-            pages::render(&app, paths::AUDIT, state, StatusCode::OK).await
+            pages::render(&app, state, StatusCode::OK).await
         }
-        Err(error) => refusal(&app, state, paths::AUDIT, error).await,
+        Err(error) => refusal(&app, state, error).await,
     }
 }
 
@@ -361,9 +361,9 @@ pub fn context(request: &Request) -> (PageState, Actor) {
     (state, actor)
 }
 
-async fn refusal(app: &AppState, state: PageState, path: &str, error: AdminError) -> Response {
+async fn refusal(app: &AppState, state: PageState, error: AdminError) -> Response {
     match app_error(error) {
-        Ok(error) => pages::with_feedback(app, path, state, error, Default::default()).await,
+        Ok(error) => pages::with_feedback(app, state, error, Default::default()).await,
         Err(error) => internal_error(state.locale, &error),
     }
 }

@@ -25,20 +25,13 @@ pub async fn sign_in(State(app): State<AppState>, session: Session, request: Req
     let form = match Form::read(body).await {
         Ok(form) => form,
         Err(error) => {
-            return pages::with_feedback(&app, paths::SIGN_IN, state, error, Default::default())
-                .await;
+            return pages::with_feedback(&app, state, error, Default::default()).await;
         }
     };
     let user_name = form.get("user_name").trim().to_owned();
     if user_name.is_empty() {
-        return pages::with_feedback(
-            &app,
-            paths::SIGN_IN,
-            state,
-            AppError::MissingUserName,
-            Default::default(),
-        )
-        .await;
+        return pages::with_feedback(&app, state, AppError::MissingUserName, Default::default())
+            .await;
     }
     let attempt = SignInAttempt {
         user_name: &user_name,
@@ -66,7 +59,7 @@ pub async fn sign_in(State(app): State<AppState>, session: Session, request: Req
         Err(SignInError::Internal(error)) => return internal_error(state.locale, &error.into()),
     };
     let values = pages::typed(&[("user_name", &user_name)]);
-    pages::with_feedback(&app, paths::SIGN_IN, state, error, values).await
+    pages::with_feedback(&app, state, error, values).await
 }
 
 /// `POST /change-password` with `current_password`, `new_password`, `confirm_password`.
@@ -82,15 +75,7 @@ pub async fn change_password(
     let Some(CurrentUser(user)) = parts.extensions.get::<CurrentUser>().cloned() else {
         return crate::middleware::error_page(state.locale, &AppError::NotSignedIn);
     };
-    let refuse = |state, error| {
-        pages::with_feedback(
-            &app,
-            paths::CHANGE_PASSWORD,
-            state,
-            error,
-            Default::default(),
-        )
-    };
+    let refuse = |state, error| pages::with_feedback(&app, state, error, Default::default());
     let form = match Form::read(body).await {
         Ok(form) => form,
         Err(error) => return refuse(state, error).await,

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use app::security::content_security_policy;
-use app::{AppError, Locale, PageState, paths};
+use app::{AppError, Locale, Page, PageState, paths};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -134,7 +134,15 @@ pub async fn session_user(
         Access::Redirect(to) => return Redirect::to(to).into_response(),
         Access::Refuse(error) => return error_page(locale, &error),
     }
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    let page = Page::for_path(request.uri().path());
     request.extensions_mut().insert(PageState {
+        page,
+        path,
         locale,
         user: user.as_ref().map(signed_in_user),
         ..PageState::default()

@@ -21,13 +21,27 @@ pub fn provide_page_state() {
     }
 }
 
-/// Renders the page at `path` with `state`, answering with `status`.
-pub async fn render(app: &AppState, path: &str, state: PageState, status: StatusCode) -> Response {
+/// `GET` of a page without data of its own (dashboard, sign-in, password change): the
+/// middleware already chose the page from the path.
+pub async fn page(
+    axum::extract::State(app): axum::extract::State<AppState>,
+    request: Request<Body>,
+) -> Response {
+    let state = request
+        .extensions()
+        .get::<PageState>()
+        .cloned()
+        .unwrap_or_default();
+    render(&app, state, StatusCode::OK).await
+}
+
+/// Renders `state.page` with `state`, answering with `status`.
+pub async fn render(app: &AppState, state: PageState, status: StatusCode) -> Response {
     let options = app.leptos.clone();
     let render = leptos_axum::render_app_to_stream_with_context(provide_page_state, move || {
         shell(options.clone())
     });
-    let mut request = Request::get(path)
+    let mut request = Request::get("/")
         .body(Body::empty())
         .expect("static request");
     request.extensions_mut().insert(state);
@@ -36,12 +50,11 @@ pub async fn render(app: &AppState, path: &str, state: PageState, status: Status
     response
 }
 
-/// Renders the page at `path` with `error` and the typed `values` (never passwords), with
+/// Renders `state.page` with `error` and the typed `values` (never passwords), with
 /// the error's status code (and `Retry-After` for [`AppError::Throttled`], RFC 9110
 /// §10.2.3).
 pub async fn with_feedback(
     app: &AppState,
-    path: &str,
     mut state: PageState,
     error: AppError,
     values: BTreeMap<String, String>,
@@ -52,7 +65,7 @@ pub async fn with_feedback(
         _ => None,
     };
     state.feedback = Some(FormFeedback { error, values });
-    let mut response = render(app, path, state, status).await;
+    let mut response = render(app, state, status).await;
     if let Some(secs) = retry_after {
         response
             .headers_mut()

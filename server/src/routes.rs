@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use app::{App, paths, shell};
+use app::{paths, shell};
 use axum::Router;
 use axum::extract::{FromRef, Path, Request, State};
 use axum::middleware::from_fn_with_state;
@@ -10,15 +10,10 @@ use axum::routing::{get, post};
 use banlieue_identity::Accounts;
 use banlieue_store::SessionBackend;
 use leptos::prelude::LeptosOptions;
-use leptos_axum::{LeptosRoutes, generate_route_list};
 
 use crate::admin::UserAction;
 use crate::config::Config;
 use crate::{account, admin, handlers, middleware, pages, session};
-
-/// Pages whose GET is served by a handler that loads their data first, not by Leptos'
-/// generic route handler.
-const DATA_PAGES: [&str; 4] = ["/users", "/users/{name}", "/account", "/audit"];
 
 /// What every handler may use.
 #[derive(Clone)]
@@ -37,19 +32,20 @@ impl FromRef<AppState> for LeptosOptions {
 /// Builds the console's HTTP surface. Layers, outermost first: security headers,
 /// same-origin check, session, session user + access rules.
 pub fn router(state: AppState, sessions: SessionBackend) -> Router {
-    let routes: Vec<_> = generate_route_list(App)
-        .into_iter()
-        .filter(|route| !DATA_PAGES.contains(&route.path()))
-        .collect();
+    // Leptos' renderer spawns on this executor; a second call is a harmless no-op.
+    let _ = any_spawner::Executor::init_tokio();
     let user_action = |action: UserAction| {
         move |State(app): State<AppState>, Path(name): Path<String>, request: Request| {
             admin::user_action(app, name, action, request)
         }
     };
-    let leptos = state.leptos.clone();
     Router::new()
-        .route(paths::SIGN_IN, post(handlers::sign_in))
-        .route(paths::CHANGE_PASSWORD, post(handlers::change_password))
+        .route(paths::DASHBOARD, get(pages::page))
+        .route(paths::SIGN_IN, get(pages::page).post(handlers::sign_in))
+        .route(
+            paths::CHANGE_PASSWORD,
+            get(pages::page).post(handlers::change_password),
+        )
         .route(paths::SIGN_OUT, post(handlers::sign_out))
         .route(paths::LOCALE, post(handlers::set_locale))
         .route(
@@ -89,9 +85,6 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
         .route(paths::AUDIT, get(admin::audit_page))
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
-        .leptos_routes_with_context(&state, routes, pages::provide_page_state, move || {
-            shell(leptos.clone())
-        })
         .fallback(leptos_axum::file_and_error_handler_with_context::<
             AppState,
             _,

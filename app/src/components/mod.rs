@@ -1,7 +1,6 @@
 //! Building blocks shared by the pages.
 
 use leptos::prelude::*;
-use leptos_router::hooks::use_location;
 
 use crate::{AppError, Locale, Notice, page_state, paths};
 
@@ -67,8 +66,9 @@ pub fn Pager(base: String, page: u32, per_page: i64, total: i64) -> impl IntoVie
 /// remembers it in a cookie and sends the browser back to this page.
 #[component]
 pub fn LanguageSwitch() -> impl IntoView {
-    let locale = page_state().locale;
-    let here = use_location().pathname.get_untracked();
+    let state = page_state();
+    let locale = state.locale;
+    let here = state.path;
     view! {
         <form method="post" action=paths::LOCALE class="flex items-center gap-1 text-sm">
             <input type="hidden" name="next" value=here />
