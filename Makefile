@@ -17,4 +17,4 @@ tools:
 	scripts/install-tools
 
 bench: tools
-	cargo bench -p server --bench sign_in
+	cargo bench -p server
