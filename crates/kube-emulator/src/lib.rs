@@ -6,8 +6,8 @@
 //! resourceVersion semantics, finalizers and garbage collection, `Status` errors, bearer
 //! token and JWT authentication, impersonation, RBAC, and ValidatingAdmissionPolicy (CEL).
 //!
-//! It listens on plain HTTP (loopback); clients use a bearer token. It is never a
-//! production path.
+//! It listens with TLS (a CA generated at start; see [`Emulator::ca_pem`]) or, if asked,
+//! plain HTTP (kubectl then sends no credentials). It is never a production path.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -29,6 +29,7 @@ pub mod server;
 pub mod status;
 pub mod store;
 pub mod table;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -65,6 +66,9 @@ pub enum EmulatorError {
     /// A JWT authenticator could not be built.
     #[error("invalid authentication configuration: {0}")]
     Authentication(String),
+    /// TLS material could not be generated.
+    #[error("TLS setup failed: {0}")]
+    Tls(String),
 }
 
 /// How to run the emulator.
@@ -86,6 +90,8 @@ pub struct EmulatorConfig {
     pub bookmark_interval: Duration,
     /// Interval of the garbage collector's periodic pass (it also runs after deletes).
     pub gc_interval: Duration,
+    /// Serve HTTPS with a generated CA (default). kubectl needs it to send tokens.
+    pub tls: bool,
 }
 
 impl Default for EmulatorConfig {
@@ -99,6 +105,7 @@ impl Default for EmulatorConfig {
             watch_history: 100_000,
             bookmark_interval: Duration::from_secs(10),
             gc_interval: Duration::from_millis(500),
+            tls: true,
         }
     }
 }
@@ -109,6 +116,7 @@ pub struct Emulator {
     admin_token: String,
     state: Arc<AppState>,
     stop: Option<oneshot::Sender<()>>,
+    ca_pem: Option<String>,
     task: Option<tokio::task::JoinHandle<()>>,
     state_file: Option<PathBuf>,
 }
@@ -229,6 +237,15 @@ impl Emulator {
             bookmark_interval: config.bookmark_interval,
             address: addr.to_string(),
         });
+        let (tls_listener, ca_pem, listener) = if config.tls {
+            let certs = tls::generate().map_err(EmulatorError::Tls)?;
+            let acceptor = tls::acceptor(&certs).map_err(EmulatorError::Tls)?;
+            let l = tls::TlsListener::new(listener, acceptor)
+                .map_err(|source| EmulatorError::Bind { addr: config.listen, source })?;
+            (Some(l), Some(certs.ca_pem), None)
+        } else {
+            (None, None, Some(listener))
+        };
         let app = axum::Router::new().fallback(server::handle).with_state(state.clone());
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let gc_state = state.clone();
@@ -267,11 +284,14 @@ impl Emulator {
                     }
                 }
             });
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stop_rx.await;
-                })
-                .await;
+            let shutdown = async {
+                let _ = stop_rx.await;
+            };
+            let served = match (tls_listener, listener) {
+                (Some(l), _) => axum::serve(l, app).with_graceful_shutdown(shutdown).await,
+                (None, Some(l)) => axum::serve(l, app).with_graceful_shutdown(shutdown).await,
+                (None, None) => Ok(()),
+            };
             if let Err(e) = served {
                 tracing::error!(error = %e, "emulator server stopped");
             }
@@ -282,6 +302,7 @@ impl Emulator {
             admin_token,
             state,
             stop: Some(stop_tx),
+            ca_pem,
             task: Some(task),
             state_file: config.state_file,
         })
@@ -292,9 +313,15 @@ impl Emulator {
         self.addr
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `https://127.0.0.1:<port>` (or `http://` without TLS).
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.ca_pem.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The CA certificate (PEM) that signed the server certificate, when TLS is on.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
     }
 
     /// The admin bearer token (user `admin`, group `system:masters`).
@@ -314,8 +341,16 @@ impl Emulator {
 
     /// A kubeconfig (YAML) using the given bearer token.
     pub fn kubeconfig_for(&self, token: &str) -> String {
+        use base64::Engine;
+        let ca = match &self.ca_pem {
+            Some(pem) => format!(
+                "    certificate-authority-data: {}\n",
+                base64::engine::general_purpose::STANDARD.encode(pem)
+            ),
+            None => String::new(),
+        };
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: emulator\n  cluster:\n    server: {}\ncontexts:\n- name: emulator\n  context:\n    cluster: emulator\n    user: emulator-admin\n    namespace: default\ncurrent-context: emulator\nusers:\n- name: emulator-admin\n  user:\n    token: {token}\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: emulator\n  cluster:\n{ca}    server: {}\ncontexts:\n- name: emulator\n  context:\n    cluster: emulator\n    user: emulator-admin\n    namespace: default\ncurrent-context: emulator\nusers:\n- name: emulator-admin\n  user:\n    token: {token}\n",
             self.base_url()
         )
     }
