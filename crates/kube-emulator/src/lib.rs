@@ -21,6 +21,7 @@
 pub mod admission;
 pub mod api;
 pub mod auth;
+pub mod protobuf;
 pub mod rbac;
 pub mod resources;
 pub mod schema;

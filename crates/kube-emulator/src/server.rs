@@ -136,7 +136,10 @@ fn parse_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
         .unwrap_or("application/json")
         .to_string();
     if ct.contains("protobuf") {
-        return Err(ApiError::unsupported_media_type(&ct));
+        return crate::protobuf::decode(body).map_err(|e| {
+            tracing::info!(error = %e, "protobuf body refused");
+            ApiError::unsupported_media_type(&ct)
+        });
     }
     match serde_json::from_slice(body) {
         Ok(v) => Ok(v),

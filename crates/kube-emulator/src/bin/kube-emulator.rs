@@ -2,7 +2,8 @@
 //! --kubeconfig-out kubeconfig.yaml [--state state.json] [--token-file tokens.csv]
 //! [--authentication-config auth.yaml]`.
 //!
-//! Serves plain HTTP; writes an admin kubeconfig so `kubectl` can point at it.
+//! Serves HTTPS with a CA generated at start; writes an admin kubeconfig (CA included)
+//! so `kubectl` can point at it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -61,7 +62,7 @@ async fn main() -> anyhow::Result<()> {
         std::fs::write(path, emu.kubeconfig_yaml()).with_context(|| format!("writing {}", path.display()))?;
         tracing::info!(kubeconfig = %path.display(), "admin kubeconfig written");
     }
-    tracing::info!(url = %emu.base_url(), "kube-emulator listening (plain HTTP)");
+    tracing::info!(url = %emu.base_url(), "kube-emulator listening");
     tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
     emu.shutdown().await;
     Ok(())
