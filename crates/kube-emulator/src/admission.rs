@@ -63,7 +63,9 @@ fn env() -> Arc<Env> {
 /// Errors: a compile or evaluation error message.
 pub fn eval(expr: &str, vars: &[(&str, &Value)]) -> Result<Value, String> {
     let env = env();
-    let program: Program = env.compile(expr).map_err(|e| format!("compilation failed: {e}"))?;
+    let program: Program = env
+        .compile(expr)
+        .map_err(|e| format!("compilation failed: {e}"))?;
     let mut ctx = Context::with_env(env);
     for (name, value) in vars {
         ctx.add_variable(*name, *value).map_err(|e| e.to_string())?;
@@ -73,8 +75,10 @@ pub fn eval(expr: &str, vars: &[(&str, &Value)]) -> Result<Value, String> {
 }
 
 fn list_contains(list: Option<&Value>, want: &str) -> bool {
-    list.and_then(Value::as_array)
-        .is_some_and(|a| a.iter().any(|v| v.as_str() == Some("*") || v.as_str() == Some(want)))
+    list.and_then(Value::as_array).is_some_and(|a| {
+        a.iter()
+            .any(|v| v.as_str() == Some("*") || v.as_str() == Some(want))
+    })
 }
 
 /// Whether `matchConstraints`/`matchResources` select the request.
@@ -90,14 +94,21 @@ fn matches_resources(store: &Store, m: &Value, req: &AdmissionRequest, object: &
                 list_contains(r.get("apiGroups"), req.group)
                     && list_contains(r.get("apiVersions"), req.version)
                     && list_contains(r.get("operations"), req.operation)
-                    && r.get("resources").and_then(Value::as_array).is_some_and(|rs| {
-                        rs.iter().filter_map(Value::as_str).any(|x| {
-                            x == "*" || x == resource || (x == "*/*") || (req.subresource.is_empty() && x == req.resource)
+                    && r.get("resources")
+                        .and_then(Value::as_array)
+                        .is_some_and(|rs| {
+                            rs.iter().filter_map(Value::as_str).any(|x| {
+                                x == "*"
+                                    || x == resource
+                                    || (x == "*/*")
+                                    || (req.subresource.is_empty() && x == req.resource)
+                            })
                         })
-                    })
-                    && r.get("resourceNames").and_then(Value::as_array).is_none_or(|n| {
-                        n.is_empty() || n.iter().any(|x| x.as_str() == Some(req.name))
-                    })
+                    && r.get("resourceNames")
+                        .and_then(Value::as_array)
+                        .is_none_or(|n| {
+                            n.is_empty() || n.iter().any(|x| x.as_str() == Some(req.name))
+                        })
             })
         })
     };
@@ -107,15 +118,18 @@ fn matches_resources(store: &Store, m: &Value, req: &AdmissionRequest, object: &
     if rule_hits(m.get("excludeResourceRules")) {
         return false;
     }
-    if let Some(sel) = m.get("objectSelector") {
-        if !LabelSelector::from_object(sel).matches(object) {
-            return false;
-        }
+    if let Some(sel) = m.get("objectSelector")
+        && !LabelSelector::from_object(sel).matches(object)
+    {
+        return false;
     }
     if let Some(sel) = m.get("namespaceSelector")
         && !req.namespace.is_empty()
     {
-        let ns = store.get("", "namespaces", "", req.namespace).cloned().unwrap_or(Value::Null);
+        let ns = store
+            .get("", "namespaces", "", req.namespace)
+            .cloned()
+            .unwrap_or(Value::Null);
         if !LabelSelector::from_object(sel).matches(&ns) {
             return false;
         }
@@ -147,7 +161,11 @@ fn params_for(
         .and_then(Value::as_str)
         .unwrap_or(if def.namespaced { req.namespace } else { "" });
     let found: Vec<Value> = if let Some(name) = param_ref.get("name").and_then(Value::as_str) {
-        store.get(group, &def.plural, ns, name).cloned().into_iter().collect()
+        store
+            .get(group, &def.plural, ns, name)
+            .cloned()
+            .into_iter()
+            .collect()
     } else {
         let sel = LabelSelector::from_object(param_ref.get("selector").unwrap_or(&Value::Null));
         store
@@ -158,9 +176,15 @@ fn params_for(
             .collect()
     };
     if found.is_empty() {
-        return match param_ref.get("parameterNotFoundAction").and_then(Value::as_str) {
+        return match param_ref
+            .get("parameterNotFoundAction")
+            .and_then(Value::as_str)
+        {
             Some("Allow") => Ok(Vec::new()),
-            _ => Err(format!("no params found for policy binding with `Deny` parameterNotFoundAction")),
+            _ => Err(
+                "no params found for policy binding with `Deny` parameterNotFoundAction"
+                    .to_string(),
+            ),
         };
     }
     Ok(found)
@@ -192,7 +216,11 @@ pub fn admit(
     if bindings.is_empty() {
         return Ok(Vec::new());
     }
-    let subject = if req.operation == "DELETE" { old_object } else { object };
+    let subject = if req.operation == "DELETE" {
+        old_object
+    } else {
+        object
+    };
     let mut warnings = Vec::new();
     let request = json!({
         "operation": req.operation,
@@ -212,16 +240,27 @@ pub fn admit(
     let namespace_object = if req.namespace.is_empty() {
         Value::Null
     } else {
-        store.get("", "namespaces", "", req.namespace).cloned().unwrap_or(Value::Null)
+        store
+            .get("", "namespaces", "", req.namespace)
+            .cloned()
+            .unwrap_or(Value::Null)
     };
     for binding in &bindings {
         let binding_name = binding["metadata"]["name"].as_str().unwrap_or_default();
-        let policy_name = binding.pointer("/spec/policyName").and_then(Value::as_str).unwrap_or_default();
+        let policy_name = binding
+            .pointer("/spec/policyName")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let Some(policy) = store.get(GROUP, "validatingadmissionpolicies", "", policy_name) else {
             continue;
         };
         let empty = json!({});
-        if !matches_resources(store, policy.pointer("/spec/matchConstraints").unwrap_or(&empty), req, subject) {
+        if !matches_resources(
+            store,
+            policy.pointer("/spec/matchConstraints").unwrap_or(&empty),
+            req,
+            subject,
+        ) {
             continue;
         }
         if let Some(mr) = binding.pointer("/spec/matchResources")
@@ -229,7 +268,10 @@ pub fn admit(
         {
             continue;
         }
-        let fail_closed = policy.pointer("/spec/failurePolicy").and_then(Value::as_str) != Some("Ignore");
+        let fail_closed = policy
+            .pointer("/spec/failurePolicy")
+            .and_then(Value::as_str)
+            != Some("Ignore");
         let actions: Vec<&str> = binding
             .pointer("/spec/validationActions")
             .and_then(Value::as_array)
@@ -241,9 +283,17 @@ pub fn admit(
                 "ValidatingAdmissionPolicy '{policy_name}' with binding '{binding_name}' denied request: {message}"
             );
             let msg = if reason == "Invalid" {
-                format!("{} \"{}\" is invalid: : {full}", crate::status::qualified(req.group, req.resource), req.name)
+                format!(
+                    "{} \"{}\" is invalid: : {full}",
+                    crate::status::qualified(req.group, req.resource),
+                    req.name
+                )
             } else {
-                format!("{} \"{}\" is forbidden: {full}", crate::status::qualified(req.group, req.resource), req.name)
+                format!(
+                    "{} \"{}\" is forbidden: {full}",
+                    crate::status::qualified(req.group, req.resource),
+                    req.name
+                )
             };
             ApiError::custom(code, reason, msg)
         };
@@ -255,7 +305,14 @@ pub fn admit(
         for param in &params {
             let mut vars_obj = serde_json::Map::new();
             let base: Vec<(&str, &Value)> = vec![
-                ("object", if req.operation == "DELETE" { &Value::Null } else { object }),
+                (
+                    "object",
+                    if req.operation == "DELETE" {
+                        &Value::Null
+                    } else {
+                        object
+                    },
+                ),
                 ("oldObject", old_object),
                 ("request", &request),
                 ("params", param),
@@ -269,14 +326,21 @@ pub fn admit(
             };
             // matchConditions: all must be true, else the policy does not apply.
             let mut applies = true;
-            for mc in policy.pointer("/spec/matchConditions").and_then(Value::as_array).into_iter().flatten() {
+            for mc in policy
+                .pointer("/spec/matchConditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 match run(mc["expression"].as_str().unwrap_or("true"), &vars_obj) {
                     Ok(Value::Bool(true)) => {}
                     Ok(_) => {
                         applies = false;
                         break;
                     }
-                    Err(e) if fail_closed => return Err(deny(format!("matchCondition error: {e}"), "Invalid")),
+                    Err(e) if fail_closed => {
+                        return Err(deny(format!("matchCondition error: {e}"), "Invalid"));
+                    }
                     Err(_) => {
                         applies = false;
                         break;
@@ -286,12 +350,23 @@ pub fn admit(
             if !applies {
                 continue;
             }
-            for v in policy.pointer("/spec/variables").and_then(Value::as_array).into_iter().flatten() {
+            for v in policy
+                .pointer("/spec/variables")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 let name = v["name"].as_str().unwrap_or_default().to_string();
-                let value = run(v["expression"].as_str().unwrap_or("null"), &vars_obj).unwrap_or(Value::Null);
+                let value = run(v["expression"].as_str().unwrap_or("null"), &vars_obj)
+                    .unwrap_or(Value::Null);
                 vars_obj.insert(name, value);
             }
-            for val in policy.pointer("/spec/validations").and_then(Value::as_array).into_iter().flatten() {
+            for val in policy
+                .pointer("/spec/validations")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 let expr = val["expression"].as_str().unwrap_or("true");
                 let failed_msg = match run(expr, &vars_obj) {
                     Ok(Value::Bool(true)) => continue,
@@ -303,13 +378,20 @@ pub fn admit(
                             .and_then(|v| v.as_str().map(str::to_string))
                             .filter(|s| !s.trim().is_empty());
                         from_expr
-                            .or_else(|| val.get("message").and_then(Value::as_str).map(str::to_string))
+                            .or_else(|| {
+                                val.get("message")
+                                    .and_then(Value::as_str)
+                                    .map(str::to_string)
+                            })
                             .unwrap_or_else(|| format!("failed expression: {expr}"))
                     }
                     Err(e) if fail_closed => format!("expression '{expr}' resulted in error: {e}"),
                     Err(_) => continue,
                 };
-                let reason = val.get("reason").and_then(Value::as_str).unwrap_or("Invalid");
+                let reason = val
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("Invalid");
                 if actions.contains(&"Deny") {
                     return Err(deny(failed_msg, reason));
                 }
@@ -333,13 +415,26 @@ mod tests {
         let obj = json!({"spec": {"subject": {"id": "alice", "issuer": "https://a"}}, "metadata": {"labels": {"x": "1"}}});
         let params = json!({"data": {"issuers": "https://a,https://b"}});
         let vars = [("object", &obj), ("params", &params)];
-        assert_eq!(eval("object.spec.subject.id == 'alice'", &vars).unwrap(), json!(true));
         assert_eq!(
-            eval("object.spec.subject.issuer in params.data.issuers.split(',')", &vars).unwrap(),
+            eval("object.spec.subject.id == 'alice'", &vars).unwrap(),
             json!(true)
         );
-        assert_eq!(eval("has(object.spec.poolRef)", &vars).unwrap(), json!(false));
-        assert_eq!(eval("'x: ' + object.spec.subject.id", &vars).unwrap(), json!("x: alice"));
+        assert_eq!(
+            eval(
+                "object.spec.subject.issuer in params.data.issuers.split(',')",
+                &vars
+            )
+            .unwrap(),
+            json!(true)
+        );
+        assert_eq!(
+            eval("has(object.spec.poolRef)", &vars).unwrap(),
+            json!(false)
+        );
+        assert_eq!(
+            eval("'x: ' + object.spec.subject.id", &vars).unwrap(),
+            json!("x: alice")
+        );
         assert!(eval("object.(", &vars).is_err());
     }
 }

@@ -55,15 +55,34 @@ pub enum PatchType {
 
 /// Current time as RFC 3339 with second precision (`metav1.Time`).
 pub fn now() -> String {
-    let t = time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    t.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+    let t = time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
 }
 
 fn new_uid() -> String {
     let b: [u8; 16] = rand::thread_rng().r#gen();
     format!(
         "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-4{:01x}{:02x}-{:01x}{:01x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-        b[0], b[1], b[2], b[3], b[4], b[5], b[6] & 0x0f, b[7], 8 | (b[8] & 0x3), b[8] >> 4, b[9], b[10], b[11], b[12], b[13], b[14], b[15]
+        b[0],
+        b[1],
+        b[2],
+        b[3],
+        b[4],
+        b[5],
+        b[6] & 0x0f,
+        b[7],
+        8 | (b[8] & 0x3),
+        b[8] >> 4,
+        b[9],
+        b[10],
+        b[11],
+        b[12],
+        b[13],
+        b[14],
+        b[15]
     )
 }
 
@@ -88,7 +107,9 @@ fn is_dns_subdomain(s: &str) -> bool {
         && s.len() <= 253
         && s.split('.').all(|label| {
             !label.is_empty()
-                && label.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+                && label
+                    .bytes()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
                 && !label.starts_with('-')
                 && !label.ends_with('-')
         })
@@ -97,7 +118,11 @@ fn is_dns_subdomain(s: &str) -> bool {
 fn validate_name(def: &ResourceDef, name: &str) -> Option<Cause> {
     let ok = match (def.group.as_str(), def.plural.as_str()) {
         ("rbac.authorization.k8s.io", _) => {
-            !name.is_empty() && name != "." && name != ".." && !name.contains('/') && !name.contains('%')
+            !name.is_empty()
+                && name != "."
+                && name != ".."
+                && !name.contains('/')
+                && !name.contains('%')
         }
         ("", "namespaces") => is_dns_subdomain(name) && name.len() <= 63 && !name.contains('.'),
         _ => is_dns_subdomain(name),
@@ -113,7 +138,9 @@ fn validate_name(def: &ResourceDef, name: &str) -> Option<Cause> {
 
 fn check_type(def: &ResourceDef, body: &mut Value) -> ApiResult<()> {
     if !body.is_object() {
-        return Err(ApiError::bad_request("the request body must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
     }
     let want_av = def.api_version();
     match body.get("apiVersion").and_then(Value::as_str) {
@@ -148,7 +175,10 @@ fn validate_custom(def: &ResourceDef, obj: &mut Value, ctx: &mut Ctx) -> ApiResu
     if !dropped.is_empty() {
         match ctx.field_validation {
             FieldValidation::Strict => {
-                let list: Vec<String> = dropped.iter().map(|d| format!("unknown field \"{d}\"")).collect();
+                let list: Vec<String> = dropped
+                    .iter()
+                    .map(|d| format!("unknown field \"{d}\""))
+                    .collect();
                 return Err(ApiError::bad_request(format!(
                     "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
                     def.kind,
@@ -165,7 +195,12 @@ fn validate_custom(def: &ResourceDef, obj: &mut Value, ctx: &mut Ctx) -> ApiResu
     }
     let causes = schema.validate(obj);
     if !causes.is_empty() {
-        return Err(ApiError::invalid(&def.group, &def.kind, meta(obj, "name"), causes));
+        return Err(ApiError::invalid(
+            &def.group,
+            &def.kind,
+            meta(obj, "name"),
+            causes,
+        ));
     }
     Ok(())
 }
@@ -174,13 +209,16 @@ fn validate_custom(def: &ResourceDef, obj: &mut Value, ctx: &mut Ctx) -> ApiResu
 fn builtin_fixups(def: &ResourceDef, obj: &mut Value, create: bool) -> ApiResult<()> {
     match (def.group.as_str(), def.plural.as_str()) {
         ("", "secrets") => {
-            if let Some(Value::Object(sd)) = obj.as_object_mut().and_then(|m| m.remove("stringData")) {
+            if let Some(Value::Object(sd)) =
+                obj.as_object_mut().and_then(|m| m.remove("stringData"))
+            {
                 use base64::Engine;
                 if !obj.get("data").is_some_and(Value::is_object) {
                     obj["data"] = json!({});
                 }
                 for (k, v) in sd {
-                    let enc = base64::engine::general_purpose::STANDARD.encode(v.as_str().unwrap_or_default());
+                    let enc = base64::engine::general_purpose::STANDARD
+                        .encode(v.as_str().unwrap_or_default());
                     obj["data"][k] = json!(enc);
                 }
             }
@@ -207,11 +245,21 @@ fn builtin_fixups(def: &ResourceDef, obj: &mut Value, create: bool) -> ApiResult
                     &def.group,
                     &def.kind,
                     &name,
-                    vec![Cause { reason: "FieldValueInvalid".into(), message: e, field: String::new() }],
+                    vec![Cause {
+                        reason: "FieldValueInvalid".into(),
+                        message: e,
+                        field: String::new(),
+                    }],
                 )
             })?;
-            let plural = obj.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default();
-            let group = obj.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default();
+            let plural = obj
+                .pointer("/spec/names/plural")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let group = obj
+                .pointer("/spec/group")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             if name != format!("{plural}.{group}") {
                 return Err(ApiError::invalid(
                     &def.group,
@@ -219,7 +267,9 @@ fn builtin_fixups(def: &ResourceDef, obj: &mut Value, create: bool) -> ApiResult
                     &name,
                     vec![Cause {
                         reason: "FieldValueInvalid".into(),
-                        message: format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+                        message: format!(
+                            "Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"
+                        ),
                         field: "metadata.name".into(),
                     }],
                 ));
@@ -227,7 +277,12 @@ fn builtin_fixups(def: &ResourceDef, obj: &mut Value, create: bool) -> ApiResult
             let storage: Vec<Value> = obj
                 .pointer("/spec/versions")
                 .and_then(Value::as_array)
-                .map(|vs| vs.iter().filter(|v| v["storage"] == json!(true)).map(|v| v["name"].clone()).collect())
+                .map(|vs| {
+                    vs.iter()
+                        .filter(|v| v["storage"] == json!(true))
+                        .map(|v| v["name"].clone())
+                        .collect()
+                })
                 .unwrap_or_default();
             let now = now();
             obj["status"] = json!({
@@ -246,8 +301,16 @@ fn builtin_fixups(def: &ResourceDef, obj: &mut Value, create: bool) -> ApiResult
 
 /// Registers (or re-registers) the types a stored CRD defines.
 pub fn register_crd(store: &mut Store, crd: &Value) {
-    let plural = crd.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default().to_string();
-    let group = crd.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default().to_string();
+    let plural = crd
+        .pointer("/spec/names/plural")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let group = crd
+        .pointer("/spec/group")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     store.registry.remove_custom(&group, &plural);
     match from_crd(crd) {
         Ok(defs) => {
@@ -270,6 +333,7 @@ fn without_meta_status(o: &Value, drop_status: bool) -> Value {
     o
 }
 
+#[allow(clippy::too_many_arguments)]
 fn admission(
     store: &Store,
     def: &ResourceDef,
@@ -309,7 +373,13 @@ pub fn as_version(def: &ResourceDef, mut obj: Value) -> Value {
 ///
 /// Errors: 400 (body mismatch), 404 (namespace), 403 (terminating namespace), 409
 /// AlreadyExists, 422 Invalid (name, schema, admission).
-pub fn create(store: &mut Store, def: &ResourceDef, ns: &str, mut body: Value, ctx: &mut Ctx) -> ApiResult<Value> {
+pub fn create(
+    store: &mut Store,
+    def: &ResourceDef,
+    ns: &str,
+    mut body: Value,
+    ctx: &mut Ctx,
+) -> ApiResult<Value> {
     check_type(def, &mut body)?;
     if def.namespaced {
         let body_ns = meta(&body, "namespace");
@@ -334,7 +404,9 @@ pub fn create(store: &mut Store, def: &ResourceDef, ns: &str, mut body: Value, c
         m.remove("namespace");
     }
     if !meta(&body, "resourceVersion").is_empty() {
-        return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
     }
     let mut name = meta(&body, "name").to_string();
     if name.is_empty() {
@@ -358,7 +430,10 @@ pub fn create(store: &mut Store, def: &ResourceDef, ns: &str, mut body: Value, c
         return Err(ApiError::invalid(&def.group, &def.kind, &name, vec![c]));
     }
     let store_ns = if def.namespaced { ns } else { "" };
-    if store.get(&def.group, &def.plural, store_ns, &name).is_some() {
+    if store
+        .get(&def.group, &def.plural, store_ns, &name)
+        .is_some()
+    {
         return Err(ApiError::already_exists(&def.group, &def.plural, &name));
     }
     {
@@ -373,16 +448,27 @@ pub fn create(store: &mut Store, def: &ResourceDef, ns: &str, mut body: Value, c
             m.remove("generation");
         }
     }
-    if def.status_subresource && def.custom {
-        if let Some(m) = body.as_object_mut() {
-            m.remove("status");
-        }
+    if def.status_subresource
+        && def.custom
+        && let Some(m) = body.as_object_mut()
+    {
+        m.remove("status");
     }
     if def.custom {
         validate_custom(def, &mut body, ctx)?;
     }
     builtin_fixups(def, &mut body, true)?;
-    admission(store, def, "CREATE", "", store_ns, &name, &body, &Value::Null, ctx)?;
+    admission(
+        store,
+        def,
+        "CREATE",
+        "",
+        store_ns,
+        &name,
+        &body,
+        &Value::Null,
+        ctx,
+    )?;
     if ctx.dry_run {
         return Ok(body);
     }
@@ -436,7 +522,10 @@ pub fn update(
             &def.group,
             &def.plural,
             name,
-            &format!("Precondition failed: UID in precondition: {want_uid}, UID in object meta: {}", meta(&old, "uid")),
+            &format!(
+                "Precondition failed: UID in precondition: {want_uid}, UID in object meta: {}",
+                meta(&old, "uid")
+            ),
         ));
     }
     let mut new = if subresource == "status" {
@@ -466,7 +555,15 @@ pub fn update(
     };
     {
         let m = new["metadata"].as_object_mut().expect("metadata object");
-        for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "namespace", "name"] {
+        for f in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "namespace",
+            "name",
+        ] {
             match old["metadata"].get(f) {
                 Some(v) => {
                     m.insert(f.into(), v.clone());
@@ -485,7 +582,11 @@ pub fn update(
         }
     }
     if old.pointer("/metadata/deletionTimestamp").is_some() {
-        let old_f: Vec<&Value> = old.pointer("/metadata/finalizers").and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default();
+        let old_f: Vec<&Value> = old
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().collect())
+            .unwrap_or_default();
         let added = new
             .pointer("/metadata/finalizers")
             .and_then(Value::as_array)
@@ -508,9 +609,13 @@ pub fn update(
     }
     builtin_fixups(def, &mut new, false)?;
     if def.has_generation
-        && without_meta_status(&old, def.status_subresource) != without_meta_status(&new, def.status_subresource)
+        && without_meta_status(&old, def.status_subresource)
+            != without_meta_status(&new, def.status_subresource)
     {
-        let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+        let g = old
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
         new["metadata"]["generation"] = json!(g + 1);
     }
     let mut old_cmp = old.clone();
@@ -520,7 +625,17 @@ pub fn update(
     if old_cmp == new {
         return Ok(as_version(def, old));
     }
-    admission(store, def, "UPDATE", subresource, store_ns, name, &new, &old, ctx)?;
+    admission(
+        store,
+        def,
+        "UPDATE",
+        subresource,
+        store_ns,
+        name,
+        &new,
+        &old,
+        ctx,
+    )?;
     if ctx.dry_run {
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
         return Ok(as_version(def, new));
@@ -529,7 +644,10 @@ pub fn update(
         .pointer("/metadata/finalizers")
         .and_then(Value::as_array)
         .is_none_or(|a| a.is_empty());
-    if new.pointer("/metadata/deletionTimestamp").is_some() && finalizers_empty && def.plural != "namespaces" {
+    if new.pointer("/metadata/deletionTimestamp").is_some()
+        && finalizers_empty
+        && def.plural != "namespaces"
+    {
         store.put(&def.group, &def.plural, new);
         let gone = store
             .remove(&def.group, &def.plural, store_ns, name)
@@ -601,7 +719,13 @@ pub fn patch(
                     &def.group,
                     &def.kind,
                     name,
-                    vec![Cause { reason: "FieldValueInvalid".into(), message: format!("the server rejected our request due to an error in our request: {e}"), field: String::new() }],
+                    vec![Cause {
+                        reason: "FieldValueInvalid".into(),
+                        message: format!(
+                            "the server rejected our request due to an error in our request: {e}"
+                        ),
+                        field: String::new(),
+                    }],
                 )
             })?;
         }
@@ -614,12 +738,12 @@ pub fn patch(
     // A resourceVersion that the patch did not set is not a precondition.
     let patch_sets_rv = match kind {
         PatchType::Json => meta(&doc, "resourceVersion") != meta(&current, "resourceVersion"),
-        _ => body.pointer("/metadata/resourceVersion").is_some_and(|v| !v.is_null()),
+        _ => body
+            .pointer("/metadata/resourceVersion")
+            .is_some_and(|v| !v.is_null()),
     };
-    if !patch_sets_rv {
-        if let Some(m) = doc["metadata"].as_object_mut() {
-            m.remove("resourceVersion");
-        }
+    if !patch_sets_rv && let Some(m) = doc["metadata"].as_object_mut() {
+        m.remove("resourceVersion");
     }
     update(store, def, ns, name, subresource, doc, ctx)
 }
@@ -627,7 +751,11 @@ pub fn patch(
 fn owner_uids(o: &Value) -> Vec<String> {
     o.pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|r| r["uid"].as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r["uid"].as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -637,7 +765,12 @@ fn dependents(store: &Store, uid: &str) -> Vec<(String, String, String, String)>
     for (g, p) in store.types() {
         for o in store.list_all(&g, &p) {
             if owner_uids(o).iter().any(|u| u == uid) {
-                out.push((g.clone(), p.clone(), meta(o, "namespace").to_string(), meta(o, "name").to_string()));
+                out.push((
+                    g.clone(),
+                    p.clone(),
+                    meta(o, "namespace").to_string(),
+                    meta(o, "name").to_string(),
+                ));
             }
         }
     }
@@ -646,11 +779,24 @@ fn dependents(store: &Store, uid: &str) -> Vec<(String, String, String, String)>
 
 fn after_remove(store: &mut Store, def: &ResourceDef, gone: &Value) {
     if def.group == "apiextensions.k8s.io" && def.plural == "customresourcedefinitions" {
-        let plural = gone.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default().to_string();
-        let group = gone.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default().to_string();
+        let plural = gone
+            .pointer("/spec/names/plural")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let group = gone
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         let keys: Vec<(String, String)> = store
             .list_all(&group, &plural)
-            .map(|o| (meta(o, "namespace").to_string(), meta(o, "name").to_string()))
+            .map(|o| {
+                (
+                    meta(o, "namespace").to_string(),
+                    meta(o, "name").to_string(),
+                )
+            })
             .collect();
         for (ns, n) in keys {
             store.remove(&group, &plural, &ns, &n);
@@ -678,14 +824,19 @@ pub fn delete(
         .get(&def.group, &def.plural, store_ns, name)
         .cloned()
         .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
-    if let Some(rv) = opts.pointer("/preconditions/resourceVersion").and_then(Value::as_str)
+    if let Some(rv) = opts
+        .pointer("/preconditions/resourceVersion")
+        .and_then(Value::as_str)
         && rv != meta(&old, "resourceVersion")
     {
         return Err(ApiError::conflict_msg(
             &def.group,
             &def.plural,
             name,
-            &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", meta(&old, "resourceVersion")),
+            &format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                meta(&old, "resourceVersion")
+            ),
         ));
     }
     if let Some(uid) = opts.pointer("/preconditions/uid").and_then(Value::as_str)
@@ -695,10 +846,23 @@ pub fn delete(
             &def.group,
             &def.plural,
             name,
-            &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta(&old, "uid")),
+            &format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                meta(&old, "uid")
+            ),
         ));
     }
-    admission(store, def, "DELETE", "", store_ns, name, &Value::Null, &old, ctx)?;
+    admission(
+        store,
+        def,
+        "DELETE",
+        "",
+        store_ns,
+        name,
+        &Value::Null,
+        &old,
+        ctx,
+    )?;
     let policy = opts
         .get("propagationPolicy")
         .and_then(Value::as_str)
@@ -725,8 +889,15 @@ pub fn delete(
     }
     let mut obj = old.clone();
     let is_namespace = def.group.is_empty() && def.plural == "namespaces";
-    let mut finalizers: Vec<Value> = obj.pointer("/metadata/finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
-    if policy == "Foreground" && !dependents(store, &uid).is_empty() && !finalizers.contains(&json!("foregroundDeletion")) {
+    let mut finalizers: Vec<Value> = obj
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if policy == "Foreground"
+        && !dependents(store, &uid).is_empty()
+        && !finalizers.contains(&json!("foregroundDeletion"))
+    {
         finalizers.push(json!("foregroundDeletion"));
         obj["metadata"]["finalizers"] = Value::Array(finalizers.clone());
     }
@@ -761,8 +932,16 @@ pub fn delete(
 /// - An object with the `foregroundDeletion` finalizer and no dependents left loses it.
 /// - A terminating namespace has its contents deleted, and disappears once empty.
 pub fn gc_pass(store: &mut Store) -> bool {
-    let system = UserInfo::new("system:serviceaccount:kube-system:generic-garbage-collector", &["system:masters"]);
-    let mut ctx = Ctx { user: &system, dry_run: false, field_validation: FieldValidation::Ignore, warnings: Vec::new() };
+    let system = UserInfo::new(
+        "system:serviceaccount:kube-system:generic-garbage-collector",
+        &["system:masters"],
+    );
+    let mut ctx = Ctx {
+        user: &system,
+        dry_run: false,
+        field_validation: FieldValidation::Ignore,
+        warnings: Vec::new(),
+    };
     let mut changed = false;
     let types = store.types();
     let mut to_delete = Vec::new();
@@ -782,13 +961,26 @@ pub fn gc_pass(store: &mut Store) -> bool {
                     }),
                 });
                 if all_gone {
-                    to_delete.push((g.clone(), p.clone(), meta(o, "namespace").to_string(), meta(o, "name").to_string()));
+                    to_delete.push((
+                        g.clone(),
+                        p.clone(),
+                        meta(o, "namespace").to_string(),
+                        meta(o, "name").to_string(),
+                    ));
                 }
             }
             if o.pointer("/metadata/deletionTimestamp").is_some()
-                && o.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| f.contains(&json!("foregroundDeletion")))
+                && o.pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .is_some_and(|f| f.contains(&json!("foregroundDeletion")))
             {
-                unblock.push((g.clone(), p.clone(), meta(o, "namespace").to_string(), meta(o, "name").to_string(), meta(o, "uid").to_string()));
+                unblock.push((
+                    g.clone(),
+                    p.clone(),
+                    meta(o, "namespace").to_string(),
+                    meta(o, "name").to_string(),
+                    meta(o, "uid").to_string(),
+                ));
             }
         }
     }
@@ -806,7 +998,12 @@ pub fn gc_pass(store: &mut Store) -> bool {
             }
             let names: Vec<(String, bool)> = store
                 .list_ns(g, p, ns)
-                .map(|o| (meta(o, "name").to_string(), o.pointer("/metadata/deletionTimestamp").is_some()))
+                .map(|o| {
+                    (
+                        meta(o, "name").to_string(),
+                        o.pointer("/metadata/deletionTimestamp").is_some(),
+                    )
+                })
                 .collect();
             for (n, deleting) in names {
                 empty = false;
@@ -818,7 +1015,11 @@ pub fn gc_pass(store: &mut Store) -> bool {
         if empty {
             let finalizers_left = store
                 .get("", "namespaces", "", ns)
-                .and_then(|n| n.pointer("/metadata/finalizers").and_then(Value::as_array).cloned())
+                .and_then(|n| {
+                    n.pointer("/metadata/finalizers")
+                        .and_then(Value::as_array)
+                        .cloned()
+                })
                 .is_some_and(|f| !f.is_empty());
             if !finalizers_left {
                 store.remove("", "namespaces", "", ns);
@@ -829,7 +1030,15 @@ pub fn gc_pass(store: &mut Store) -> bool {
     for (g, p, ns, n) in to_delete {
         let def = store.registry.versions_of(&g, &p).into_iter().next();
         if let Some(def) = def
-            && delete(store, &def, &ns, &n, &json!({"propagationPolicy": "Background"}), &mut ctx).is_ok()
+            && delete(
+                store,
+                &def,
+                &ns,
+                &n,
+                &json!({"propagationPolicy": "Background"}),
+                &mut ctx,
+            )
+            .is_ok()
         {
             changed = true;
         }

@@ -94,7 +94,11 @@ pub struct IssuerConfig {
     /// Must equal the token's `iss`; discovery is fetched from `<url>/.well-known/openid-configuration`.
     pub url: String,
     /// Overrides where discovery is fetched from.
-    #[serde(default, rename = "discoveryURL", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "discoveryURL",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub discovery_url: Option<String>,
     /// Accepted audiences (any one must be in `aud`).
     pub audiences: Vec<String>,
@@ -147,10 +151,15 @@ pub struct PrefixedClaim {
 /// Parses an `AuthenticationConfiguration` document (YAML or JSON).
 ///
 /// Errors: a YAML error, or a wrong `kind`.
-pub fn parse_authentication_configuration(text: &str) -> Result<AuthenticationConfiguration, String> {
+pub fn parse_authentication_configuration(
+    text: &str,
+) -> Result<AuthenticationConfiguration, String> {
     let cfg: AuthenticationConfiguration = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
     if cfg.kind != "AuthenticationConfiguration" {
-        return Err(format!("kind must be AuthenticationConfiguration, got {:?}", cfg.kind));
+        return Err(format!(
+            "kind must be AuthenticationConfiguration, got {:?}",
+            cfg.kind
+        ));
     }
     if !cfg.api_version.starts_with("apiserver.config.k8s.io/") {
         return Err(format!("unsupported apiVersion {:?}", cfg.api_version));
@@ -167,7 +176,9 @@ pub struct JwtAuthenticator {
 
 impl std::fmt::Debug for JwtAuthenticator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JwtAuthenticator").field("issuer", &self.cfg.issuer.url).finish()
+        f.debug_struct("JwtAuthenticator")
+            .field("issuer", &self.cfg.issuer.url)
+            .finish()
     }
 }
 
@@ -264,7 +275,10 @@ impl JwtAuthenticator {
     /// Errors: the reason the token was refused (logged, never shown to the caller).
     pub async fn authenticate(&self, token: &str) -> Result<UserInfo, String> {
         let header = jsonwebtoken::decode_header(token).map_err(|e| e.to_string())?;
-        if matches!(header.alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512) {
+        if matches!(
+            header.alg,
+            Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512
+        ) {
             return Err("symmetric algorithms are not accepted".into());
         }
         let jwk = self.key_for(header.kid.as_deref()).await?;
@@ -278,8 +292,12 @@ impl JwtAuthenticator {
             .map_err(|e| e.to_string())?;
         let claims = data.claims;
         for rule in &self.cfg.claim_validation_rules {
-            if claims.get(&rule.claim).and_then(Value::as_str) != Some(rule.required_value.as_str()) {
-                return Err(format!("claim {} does not have the required value", rule.claim));
+            if claims.get(&rule.claim).and_then(Value::as_str) != Some(rule.required_value.as_str())
+            {
+                return Err(format!(
+                    "claim {} does not have the required value",
+                    rule.claim
+                ));
             }
         }
         let mapping = &self.cfg.claim_mappings;
@@ -288,7 +306,10 @@ impl JwtAuthenticator {
             .and_then(Value::as_str)
             .ok_or_else(|| format!("claim {} missing", mapping.username.claim))?;
         let mut user = UserInfo {
-            username: format!("{}{name}", mapping.username.prefix.as_deref().unwrap_or_default()),
+            username: format!(
+                "{}{name}",
+                mapping.username.prefix.as_deref().unwrap_or_default()
+            ),
             ..UserInfo::default()
         };
         if let Some(g) = &mapping.groups {
@@ -324,14 +345,20 @@ impl Authenticator {
     /// Static tokens plus JWT authenticators.
     ///
     /// Errors: a JWT authenticator that cannot be built.
-    pub fn new(tokens: Vec<StaticToken>, cfg: Option<&AuthenticationConfiguration>) -> Result<Self, String> {
+    pub fn new(
+        tokens: Vec<StaticToken>,
+        cfg: Option<&AuthenticationConfiguration>,
+    ) -> Result<Self, String> {
         let mut jwt = Vec::new();
         if let Some(cfg) = cfg {
             for j in &cfg.jwt {
                 jwt.push(Arc::new(JwtAuthenticator::new(j.clone())?));
             }
         }
-        Ok(Self { tokens: std::sync::RwLock::new(tokens), jwt })
+        Ok(Self {
+            tokens: std::sync::RwLock::new(tokens),
+            jwt,
+        })
     }
 
     /// Adds a static token (replacing one with the same value).
@@ -386,7 +413,10 @@ pub fn parse_token_file(text: &str) -> Result<Vec<StaticToken>, String> {
         };
         let fields: Vec<&str> = head.split(',').collect();
         if fields.len() < 2 {
-            return Err(format!("line {}: expected token,user[,uid[,groups]]", i + 1));
+            return Err(format!(
+                "line {}: expected token,user[,uid[,groups]]",
+                i + 1
+            ));
         }
         let mut groups: Vec<String> = groups
             .split(',')
@@ -428,7 +458,10 @@ mod tests {
             "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n    url: https://issuer.example\n    audiences: [kubernetes]\n  claimMappings:\n    username: {claim: sub, prefix: 'console:'}\n    groups: {claim: groups, prefix: 'console:'}\n",
         )
         .unwrap();
-        assert_eq!(cfg.jwt[0].claim_mappings.username.prefix.as_deref(), Some("console:"));
+        assert_eq!(
+            cfg.jwt[0].claim_mappings.username.prefix.as_deref(),
+            Some("console:")
+        );
         assert!(parse_authentication_configuration("kind: Other\n").is_err());
     }
 }

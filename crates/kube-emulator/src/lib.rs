@@ -135,27 +135,47 @@ fn seed(store: &mut Store) {
         field_validation: api::FieldValidation::Ignore,
         warnings: Vec::new(),
     };
-    let mut create = |store: &mut Store, group: &str, version: &str, plural: &str, ns: &str, obj: Value| {
-        if let Some(def) = store.registry.get(group, version, plural) {
-            let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
-            if store.get(group, plural, ns, &name).is_none()
-                && let Err(e) = api::create(store, &def, ns, obj, &mut ctx)
-            {
-                tracing::warn!(error = %e, "seed object refused");
+    let mut create =
+        |store: &mut Store, group: &str, version: &str, plural: &str, ns: &str, obj: Value| {
+            if let Some(def) = store.registry.get(group, version, plural) {
+                let name = obj["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                if store.get(group, plural, ns, &name).is_none()
+                    && let Err(e) = api::create(store, &def, ns, obj, &mut ctx)
+                {
+                    tracing::warn!(error = %e, "seed object refused");
+                }
             }
-        }
-    };
+        };
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-        create(store, "", "v1", "namespaces", "", json!({"metadata": {"name": ns}}));
+        create(
+            store,
+            "",
+            "v1",
+            "namespaces",
+            "",
+            json!({"metadata": {"name": ns}}),
+        );
     }
     let rbac = "rbac.authorization.k8s.io";
     let roles = [
-        ("cluster-admin", json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}])),
-        ("system:discovery", json!([{"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/readyz", "/openapi", "/openapi/*", "/version", "/version/"], "verbs": ["get"]}])),
-        ("system:basic-user", json!([
-            {"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
-            {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]}
-        ])),
+        (
+            "cluster-admin",
+            json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}]),
+        ),
+        (
+            "system:discovery",
+            json!([{"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/readyz", "/openapi", "/openapi/*", "/version", "/version/"], "verbs": ["get"]}]),
+        ),
+        (
+            "system:basic-user",
+            json!([
+                {"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
+                {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]}
+            ]),
+        ),
     ];
     for (name, rules) in roles {
         create(
@@ -169,8 +189,16 @@ fn seed(store: &mut Store) {
     }
     for (name, role, group) in [
         ("cluster-admin", "cluster-admin", "system:masters"),
-        ("system:discovery", "system:discovery", "system:authenticated"),
-        ("system:basic-user", "system:basic-user", "system:authenticated"),
+        (
+            "system:discovery",
+            "system:discovery",
+            "system:authenticated",
+        ),
+        (
+            "system:basic-user",
+            "system:basic-user",
+            "system:authenticated",
+        ),
     ] {
         create(
             store,
@@ -217,11 +245,20 @@ impl Emulator {
         if let Some(path) = &config.state_file
             && path.exists()
         {
-            let text = std::fs::read(path).map_err(|e| EmulatorError::State { path: path.clone(), reason: e.to_string() })?;
-            let snap: Snapshot = serde_json::from_slice(&text)
-                .map_err(|e| EmulatorError::State { path: path.clone(), reason: e.to_string() })?;
+            let text = std::fs::read(path).map_err(|e| EmulatorError::State {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            let snap: Snapshot =
+                serde_json::from_slice(&text).map_err(|e| EmulatorError::State {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?;
             store.restore(snap);
-            let crds: Vec<Value> = store.list_all("apiextensions.k8s.io", "customresourcedefinitions").cloned().collect();
+            let crds: Vec<Value> = store
+                .list_all("apiextensions.k8s.io", "customresourcedefinitions")
+                .cloned()
+                .collect();
             for crd in crds {
                 api::register_crd(&mut store, &crd);
             }
@@ -229,8 +266,16 @@ impl Emulator {
         seed(&mut store);
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
-            .map_err(|source| EmulatorError::Bind { addr: config.listen, source })?;
-        let addr = listener.local_addr().map_err(|source| EmulatorError::Bind { addr: config.listen, source })?;
+            .map_err(|source| EmulatorError::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| EmulatorError::Bind {
+                addr: config.listen,
+                source,
+            })?;
         let state = Arc::new(AppState {
             store: Mutex::new(store),
             auth,
@@ -241,13 +286,19 @@ impl Emulator {
         let (tls_listener, ca_pem, listener) = if config.tls {
             let certs = tls::generate().map_err(EmulatorError::Tls)?;
             let acceptor = tls::acceptor(&certs).map_err(EmulatorError::Tls)?;
-            let l = tls::TlsListener::new(listener, acceptor)
-                .map_err(|source| EmulatorError::Bind { addr: config.listen, source })?;
+            let l = tls::TlsListener::new(listener, acceptor).map_err(|source| {
+                EmulatorError::Bind {
+                    addr: config.listen,
+                    source,
+                }
+            })?;
             (Some(l), Some(certs.ca_pem), None)
         } else {
             (None, None, Some(listener))
         };
-        let app = axum::Router::new().fallback(server::handle).with_state(state.clone());
+        let app = axum::Router::new()
+            .fallback(server::handle)
+            .with_state(state.clone());
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let gc_state = state.clone();
         let gc_interval = config.gc_interval;
@@ -316,7 +367,11 @@ impl Emulator {
 
     /// `https://127.0.0.1:<port>` (or `http://` without TLS).
     pub fn base_url(&self) -> String {
-        let scheme = if self.ca_pem.is_some() { "https" } else { "http" };
+        let scheme = if self.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         format!("{scheme}://{}", self.addr)
     }
 
@@ -332,7 +387,10 @@ impl Emulator {
 
     /// Adds a static token at run time (tests use this to act as other users).
     pub fn add_token(&self, token: &str, user: UserInfo) {
-        self.state.auth.add_token(StaticToken { token: token.into(), user });
+        self.state.auth.add_token(StaticToken {
+            token: token.into(),
+            user,
+        });
     }
 
     /// A kubeconfig (YAML) for the admin user.

@@ -54,7 +54,12 @@ const OBJECT_META: &[F] = &[
     F(14, "finalizers", T::Str, true),
 ];
 const META: F = F(1, "metadata", T::Msg(OBJECT_META), false);
-const CONFIG_MAP: &[F] = &[META, F(2, "data", T::MapStr, false), F(3, "binaryData", T::MapBytes, false), F(4, "immutable", T::Bool, false)];
+const CONFIG_MAP: &[F] = &[
+    META,
+    F(2, "data", T::MapStr, false),
+    F(3, "binaryData", T::MapBytes, false),
+    F(4, "immutable", T::Bool, false),
+];
 const SECRET: &[F] = &[
     META,
     F(2, "data", T::MapBytes, false),
@@ -64,7 +69,13 @@ const SECRET: &[F] = &[
 ];
 const NAMESPACE_SPEC: &[F] = &[F(1, "finalizers", T::Str, true)];
 const NAMESPACE: &[F] = &[META, F(2, "spec", T::Msg(NAMESPACE_SPEC), false)];
-const OBJECT_REF: &[F] = &[F(1, "kind", T::Str, false), F(2, "namespace", T::Str, false), F(3, "name", T::Str, false), F(4, "uid", T::Str, false), F(5, "apiVersion", T::Str, false)];
+const OBJECT_REF: &[F] = &[
+    F(1, "kind", T::Str, false),
+    F(2, "namespace", T::Str, false),
+    F(3, "name", T::Str, false),
+    F(4, "uid", T::Str, false),
+    F(5, "apiVersion", T::Str, false),
+];
 const LOCAL_REF: &[F] = &[F(1, "name", T::Str, false)];
 const SERVICE_ACCOUNT: &[F] = &[
     META,
@@ -80,9 +91,22 @@ const POLICY_RULE: &[F] = &[
     F(5, "nonResourceURLs", T::Str, true),
 ];
 const ROLE: &[F] = &[META, F(2, "rules", T::Msg(POLICY_RULE), true)];
-const SUBJECT: &[F] = &[F(1, "kind", T::Str, false), F(2, "apiGroup", T::Str, false), F(3, "name", T::Str, false), F(4, "namespace", T::Str, false)];
-const ROLE_REF: &[F] = &[F(1, "apiGroup", T::Str, false), F(2, "kind", T::Str, false), F(3, "name", T::Str, false)];
-const BINDING: &[F] = &[META, F(2, "subjects", T::Msg(SUBJECT), true), F(3, "roleRef", T::Msg(ROLE_REF), false)];
+const SUBJECT: &[F] = &[
+    F(1, "kind", T::Str, false),
+    F(2, "apiGroup", T::Str, false),
+    F(3, "name", T::Str, false),
+    F(4, "namespace", T::Str, false),
+];
+const ROLE_REF: &[F] = &[
+    F(1, "apiGroup", T::Str, false),
+    F(2, "kind", T::Str, false),
+    F(3, "name", T::Str, false),
+];
+const BINDING: &[F] = &[
+    META,
+    F(2, "subjects", T::Msg(SUBJECT), true),
+    F(3, "roleRef", T::Msg(ROLE_REF), false),
+];
 const RESOURCE_ATTRS: &[F] = &[
     F(1, "namespace", T::Str, false),
     F(2, "verb", T::Str, false),
@@ -93,12 +117,25 @@ const RESOURCE_ATTRS: &[F] = &[
     F(7, "name", T::Str, false),
 ];
 const NON_RESOURCE_ATTRS: &[F] = &[F(1, "path", T::Str, false), F(2, "verb", T::Str, false)];
-const SSAR_SPEC: &[F] = &[F(1, "resourceAttributes", T::Msg(RESOURCE_ATTRS), false), F(2, "nonResourceAttributes", T::Msg(NON_RESOURCE_ATTRS), false)];
+const SSAR_SPEC: &[F] = &[
+    F(1, "resourceAttributes", T::Msg(RESOURCE_ATTRS), false),
+    F(
+        2,
+        "nonResourceAttributes",
+        T::Msg(NON_RESOURCE_ATTRS),
+        false,
+    ),
+];
 const SSAR: &[F] = &[META, F(2, "spec", T::Msg(SSAR_SPEC), false)];
 const EXTRA_VALUE: &[F] = &[F(1, "items", T::Str, true)];
 const SAR_SPEC: &[F] = &[
     F(1, "resourceAttributes", T::Msg(RESOURCE_ATTRS), false),
-    F(2, "nonResourceAttributes", T::Msg(NON_RESOURCE_ATTRS), false),
+    F(
+        2,
+        "nonResourceAttributes",
+        T::Msg(NON_RESOURCE_ATTRS),
+        false,
+    ),
     F(3, "user", T::Str, false),
     F(4, "groups", T::Str, true),
     F(5, "extra", T::MapMsg(EXTRA_VALUE), false),
@@ -116,7 +153,10 @@ const LEASE_SPEC: &[F] = &[
     F(7, "preferredHolder", T::Str, false),
 ];
 const LEASE: &[F] = &[META, F(2, "spec", T::Msg(LEASE_SPEC), false)];
-const PRECONDITIONS: &[F] = &[F(1, "uid", T::Str, false), F(2, "resourceVersion", T::Str, false)];
+const PRECONDITIONS: &[F] = &[
+    F(1, "uid", T::Str, false),
+    F(2, "resourceVersion", T::Str, false),
+];
 const DELETE_OPTIONS: &[F] = &[
     F(1, "gracePeriodSeconds", T::I64, false),
     F(2, "preconditions", T::Msg(PRECONDITIONS), false),
@@ -163,7 +203,11 @@ impl<'a> Reader<'a> {
 
     fn bytes(&mut self) -> Result<&'a [u8], String> {
         let len = usize::try_from(self.varint()?).map_err(|_| "length overflow")?;
-        let end = self.pos.checked_add(len).filter(|e| *e <= self.buf.len()).ok_or("truncated field")?;
+        let end = self
+            .pos
+            .checked_add(len)
+            .filter(|e| *e <= self.buf.len())
+            .ok_or("truncated field")?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -201,9 +245,14 @@ fn time_of(b: &[u8]) -> Result<Value, String> {
             (_, w) => r.skip(w)?,
         }
     }
-    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(secs) * 1_000_000_000 + i128::from(nanos))
-        .map_err(|e| e.to_string())?;
-    Ok(json!(t.format(&time::format_description::well_known::Rfc3339).map_err(|e| e.to_string())?))
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(
+        i128::from(secs) * 1_000_000_000 + i128::from(nanos),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(json!(
+        t.format(&time::format_description::well_known::Rfc3339)
+            .map_err(|e| e.to_string())?
+    ))
 }
 
 fn map_entry(b: &[u8], value: T) -> Result<(String, Value), String> {
@@ -273,7 +322,9 @@ fn decode_message(buf: &[u8], fields: &[F]) -> Result<Value, String> {
 /// Errors: a missing `k8s\0` magic, malformed protobuf, or a kind this emulator cannot
 /// decode (the caller answers 415).
 pub fn decode(body: &[u8]) -> Result<Value, String> {
-    let rest = body.strip_prefix(b"k8s\0").ok_or("missing protobuf magic")?;
+    let rest = body
+        .strip_prefix(b"k8s\0")
+        .ok_or("missing protobuf magic")?;
     let mut r = Reader { buf: rest, pos: 0 };
     let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
     while r.pos < rest.len() {
@@ -295,7 +346,8 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
             (_, w) => r.skip(w)?,
         }
     }
-    let fields = schema_for(&api_version, &kind).ok_or_else(|| format!("protobuf decoding of {api_version} {kind} is not supported"))?;
+    let fields = schema_for(&api_version, &kind)
+        .ok_or_else(|| format!("protobuf decoding of {api_version} {kind} is not supported"))?;
     let mut v = decode_message(raw, fields)?;
     v["apiVersion"] = json!(api_version);
     v["kind"] = json!(kind);
@@ -314,12 +366,23 @@ mod tests {
 
     #[test]
     fn decodes_a_configmap_envelope() {
-        let meta = [field(1, b"cm1"), field(11, &[field(1, b"app"), field(2, b"web")].concat())].concat();
-        let raw = [field(1, &meta), field(2, &[field(1, b"k"), field(2, b"v")].concat())].concat();
+        let meta = [
+            field(1, b"cm1"),
+            field(11, &[field(1, b"app"), field(2, b"web")].concat()),
+        ]
+        .concat();
+        let raw = [
+            field(1, &meta),
+            field(2, &[field(1, b"k"), field(2, b"v")].concat()),
+        ]
+        .concat();
         let type_meta = [field(1, b"v1"), field(2, b"ConfigMap")].concat();
         let body = [b"k8s\0".to_vec(), field(1, &type_meta), field(2, &raw)].concat();
         let v = decode(&body).unwrap();
-        assert_eq!(v, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm1", "labels": {"app": "web"}}, "data": {"k": "v"}}));
+        assert_eq!(
+            v,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm1", "labels": {"app": "web"}}, "data": {"k": "v"}})
+        );
         assert!(decode(b"nope").is_err());
     }
 }

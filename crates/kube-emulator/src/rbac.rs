@@ -45,8 +45,10 @@ pub struct Decision {
 }
 
 fn contains(list: Option<&Value>, want: &str) -> bool {
-    list.and_then(Value::as_array)
-        .is_some_and(|a| a.iter().any(|v| v.as_str() == Some("*") || v.as_str() == Some(want)))
+    list.and_then(Value::as_array).is_some_and(|a| {
+        a.iter()
+            .any(|v| v.as_str() == Some("*") || v.as_str() == Some(want))
+    })
 }
 
 /// Whether one PolicyRule allows the attributes (`RuleAllows` in the RBAC authorizer).
@@ -88,7 +90,9 @@ pub fn rule_allows(rule: &Value, a: &Attributes) -> bool {
         return false;
     }
     match rule.get("resourceNames").and_then(Value::as_array) {
-        Some(names) if !names.is_empty() => names.iter().any(|n| n.as_str() == Some(a.name.as_str())),
+        Some(names) if !names.is_empty() => {
+            names.iter().any(|n| n.as_str() == Some(a.name.as_str()))
+        }
         _ => true,
     }
 }
@@ -130,8 +134,15 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> Decision {
         };
     }
     for crb in store.list_all(RBAC, "clusterrolebindings") {
-        let role_name = crb.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or_default();
-        let subjects = crb.get("subjects").and_then(Value::as_array).cloned().unwrap_or_default();
+        let role_name = crb
+            .pointer("/roleRef/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let subjects = crb
+            .get("subjects")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         let Some(who) = subjects.iter().find_map(|s| subject_matches(s, user, "")) else {
             continue;
         };
@@ -143,17 +154,32 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> Decision {
                 allowed: true,
                 reason: format!(
                     "RBAC: allowed by ClusterRoleBinding \"{}\" of ClusterRole \"{role_name}\" to {who}",
-                    crb.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
+                    crb.pointer("/metadata/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
                 ),
             };
         }
     }
     if !a.namespace.is_empty() {
         for rb in store.list_ns(RBAC, "rolebindings", &a.namespace) {
-            let kind = rb.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or_default();
-            let role_name = rb.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or_default();
-            let subjects = rb.get("subjects").and_then(Value::as_array).cloned().unwrap_or_default();
-            let Some(who) = subjects.iter().find_map(|s| subject_matches(s, user, &a.namespace)) else {
+            let kind = rb
+                .pointer("/roleRef/kind")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let role_name = rb
+                .pointer("/roleRef/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let subjects = rb
+                .get("subjects")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let Some(who) = subjects
+                .iter()
+                .find_map(|s| subject_matches(s, user, &a.namespace))
+            else {
                 continue;
             };
             if rules_of(store, kind, role_name, &a.namespace)
@@ -164,7 +190,9 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> Decision {
                     allowed: true,
                     reason: format!(
                         "RBAC: allowed by RoleBinding \"{}/{}\" of {kind} \"{role_name}\" to {who}",
-                        rb.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default(),
+                        rb.pointer("/metadata/name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default(),
                         a.namespace
                     ),
                 };
@@ -233,20 +261,48 @@ mod tests {
         let star_sub = json!({"apiGroups": ["*"], "resources": ["*/status"], "verbs": ["update"]});
         let nonres = json!({"nonResourceURLs": ["/healthz", "/api/*"], "verbs": ["get"]});
         let cases = [
-            (&rule, attrs("get", "banlieue.io", "virtualmachineclaims", "", ""), true),
-            (&rule, attrs("delete", "banlieue.io", "virtualmachineclaims", "", ""), false),
-            (&rule, attrs("get", "", "virtualmachineclaims", "", ""), false),
-            (&rule, attrs("get", "banlieue.io", "virtualmachineclaims", "status", ""), false),
-            (&rule, attrs("list", "banlieue.io", "virtualmachines", "status", ""), true),
+            (
+                &rule,
+                attrs("get", "banlieue.io", "virtualmachineclaims", "", ""),
+                true,
+            ),
+            (
+                &rule,
+                attrs("delete", "banlieue.io", "virtualmachineclaims", "", ""),
+                false,
+            ),
+            (
+                &rule,
+                attrs("get", "", "virtualmachineclaims", "", ""),
+                false,
+            ),
+            (
+                &rule,
+                attrs("get", "banlieue.io", "virtualmachineclaims", "status", ""),
+                false,
+            ),
+            (
+                &rule,
+                attrs("list", "banlieue.io", "virtualmachines", "status", ""),
+                true,
+            ),
             (&named, attrs("get", "", "configmaps", "", "a"), true),
             (&named, attrs("get", "", "configmaps", "", "b"), false),
-            (&star_sub, attrs("update", "x", "things", "status", "n"), true),
+            (
+                &star_sub,
+                attrs("update", "x", "things", "status", "n"),
+                true,
+            ),
             (&star_sub, attrs("update", "x", "things", "", "n"), false),
         ];
         for (i, (r, a, want)) in cases.iter().enumerate() {
             assert_eq!(rule_allows(r, a), *want, "case {i}");
         }
-        let mut a = Attributes { verb: "get".into(), path: "/api/v1".into(), ..Attributes::default() };
+        let mut a = Attributes {
+            verb: "get".into(),
+            path: "/api/v1".into(),
+            ..Attributes::default()
+        };
         assert!(rule_allows(&nonres, &a));
         a.path = "/metrics".into();
         assert!(!rule_allows(&nonres, &a));

@@ -166,8 +166,20 @@ pub fn builtins() -> Vec<ResourceDef> {
         R::builtin("", "v1", "events", "Event", true).short(&["ev"]),
         R::builtin("events.k8s.io", "v1", "events", "Event", true).short(&["ev"]),
         R::builtin("rbac.authorization.k8s.io", "v1", "roles", "Role", true),
-        R::builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true),
-        R::builtin("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false),
+        R::builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "rolebindings",
+            "RoleBinding",
+            true,
+        ),
+        R::builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterroles",
+            "ClusterRole",
+            false,
+        ),
         R::builtin(
             "rbac.authorization.k8s.io",
             "v1",
@@ -282,9 +294,11 @@ pub fn from_crd(crd: &Value) -> Result<Vec<ResourceDef>, String> {
             .pointer("/subresources/status")
             .is_some_and(|s| !s.is_null());
         let schema = match v.pointer("/schema/openAPIV3Schema") {
-            Some(s) => Some(Arc::new(
-                CrdSchema::compile(s).map_err(|e| format!("spec.versions[{version}].schema: {e}"))?,
-            )),
+            Some(s) => {
+                Some(Arc::new(CrdSchema::compile(s).map_err(|e| {
+                    format!("spec.versions[{version}].schema: {e}")
+                })?))
+            }
             None => None,
         };
         let printer_columns = v
@@ -400,9 +414,7 @@ impl Registry {
 
     /// Whether a group/version is served.
     pub fn has_group_version(&self, group: &str, version: &str) -> bool {
-        self.defs
-            .keys()
-            .any(|(g, v, _)| g == group && v == version)
+        self.defs.keys().any(|(g, v, _)| g == group && v == version)
     }
 
     /// `GET /api`.
@@ -538,7 +550,11 @@ impl Registry {
             let gvk = json!({"group": d.group, "version": d.version, "kind": d.kind});
             let item_path = format!(
                 "{}/{{name}}",
-                d.collection_path(if d.namespaced { Some("{namespace}") } else { None })
+                d.collection_path(if d.namespaced {
+                    Some("{namespace}")
+                } else {
+                    None
+                })
             );
             let params = json!([
                 {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
@@ -558,15 +574,17 @@ impl Registry {
             );
             let schema_name = format!(
                 "{}.{}.{}",
-                if d.group.is_empty() { "io.k8s.api.core" } else { &d.group },
+                if d.group.is_empty() {
+                    "io.k8s.api.core"
+                } else {
+                    &d.group
+                },
                 d.version,
                 d.kind
             );
-            let mut schema = d
-                .schema
-                .as_ref()
-                .map(|s| s.raw.clone())
-                .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+            let mut schema = d.schema.as_ref().map(|s| s.raw.clone()).unwrap_or_else(
+                || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+            );
             schema["x-kubernetes-group-version-kind"] = json!([gvk]);
             schemas.insert(schema_name, schema);
         }

@@ -44,7 +44,11 @@ fn to_json_schema(s: &Value) -> Value {
                     "items" | "additionalProperties" | "not" => {
                         out.insert(
                             k.clone(),
-                            if v.is_object() { to_json_schema(v) } else { v.clone() },
+                            if v.is_object() {
+                                to_json_schema(v)
+                            } else {
+                                v.clone()
+                            },
                         );
                     }
                     "allOf" | "anyOf" | "oneOf" => {
@@ -247,7 +251,8 @@ fn preserves(schema: &Value) -> bool {
 }
 
 fn prune_value(schema: &Value, value: &mut Value, path: &str, dropped: &mut Vec<String>) {
-    if schema.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true)) && preserves(schema) {
+    if schema.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true)) && preserves(schema)
+    {
         return;
     }
     match value {
@@ -257,7 +262,9 @@ fn prune_value(schema: &Value, value: &mut Value, path: &str, dropped: &mut Vec<
                 for k in keys {
                     let sub_path = format!("{path}.{k}");
                     match props.get(&k) {
-                        Some(sub) => prune_value(sub, map.get_mut(&k).expect("key"), &sub_path, dropped),
+                        Some(sub) => {
+                            prune_value(sub, map.get_mut(&k).expect("key"), &sub_path, dropped)
+                        }
                         None if preserves(schema) => {}
                         None => {
                             map.remove(&k);
@@ -269,7 +276,9 @@ fn prune_value(schema: &Value, value: &mut Value, path: &str, dropped: &mut Vec<
                 for (k, v) in map.iter_mut() {
                     prune_value(add, v, &format!("{path}.{k}"), dropped);
                 }
-            } else if !preserves(schema) && schema.get("type").and_then(Value::as_str) == Some("object") {
+            } else if !preserves(schema)
+                && schema.get("type").and_then(Value::as_str) == Some("object")
+            {
                 // An object schema without properties keeps nothing unless told to preserve.
                 if schema.get("additionalProperties") != Some(&Value::Bool(true)) {
                     for k in map.keys() {
@@ -326,12 +335,17 @@ mod tests {
     #[test]
     fn required_enum_nullable_and_int_or_string() {
         let s = schema();
-        let causes = s.validate(&json!({"spec": {"ttlSeconds": null, "port": "http"}, "status": {"phase": "Nope"}}));
+        let causes = s.validate(
+            &json!({"spec": {"ttlSeconds": null, "port": "http"}, "status": {"phase": "Nope"}}),
+        );
         let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
         assert!(fields.contains(&"spec.poolRef"), "{causes:?}");
         assert!(fields.contains(&"status.phase"), "{causes:?}");
         assert_eq!(causes.len(), 2, "{causes:?}");
-        assert!(s.validate(&json!({"spec": {"poolRef": "a", "port": 80}})).is_empty());
+        assert!(
+            s.validate(&json!({"spec": {"poolRef": "a", "port": 80}}))
+                .is_empty()
+        );
     }
 
     #[test]

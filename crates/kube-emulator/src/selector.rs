@@ -158,7 +158,9 @@ impl FieldSelector {
             } else if let Some((k, v)) = part.split_once('=') {
                 terms.push((k.trim().to_string(), true, v.trim().to_string()));
             } else {
-                return Err(format!("invalid selector: '{part}'; can't understand '{part}'"));
+                return Err(format!(
+                    "invalid selector: '{part}'; can't understand '{part}'"
+                ));
             }
         }
         Ok(Self(terms))
@@ -211,16 +213,30 @@ mod tests {
     #[test]
     fn field_selectors() {
         let obj = json!({"metadata": {"name": "a", "namespace": "ns"}});
-        assert!(FieldSelector::parse("metadata.name=a").unwrap().matches(&obj));
-        assert!(!FieldSelector::parse("metadata.name!=a").unwrap().matches(&obj));
-        assert!(FieldSelector::parse("metadata.namespace==ns,metadata.name=a").unwrap().matches(&obj));
+        assert!(
+            FieldSelector::parse("metadata.name=a")
+                .unwrap()
+                .matches(&obj)
+        );
+        assert!(
+            !FieldSelector::parse("metadata.name!=a")
+                .unwrap()
+                .matches(&obj)
+        );
+        assert!(
+            FieldSelector::parse("metadata.namespace==ns,metadata.name=a")
+                .unwrap()
+                .matches(&obj)
+        );
         assert!(FieldSelector::parse("metadata.name").is_err());
     }
 
     #[test]
     fn selector_objects() {
         let obj = json!({"metadata": {"labels": {"a": "1"}}});
-        let s = LabelSelector::from_object(&json!({"matchLabels": {"a": "1"}, "matchExpressions": [{"key": "b", "operator": "DoesNotExist"}]}));
+        let s = LabelSelector::from_object(
+            &json!({"matchLabels": {"a": "1"}, "matchExpressions": [{"key": "b", "operator": "DoesNotExist"}]}),
+        );
         assert!(s.matches(&obj));
     }
 }

@@ -28,7 +28,7 @@ pub struct ApiError {
     /// The full message as the real server writes it.
     pub message: String,
     /// `details.group`, `details.kind` (the resource plural, as the server does), `details.name`.
-    pub details: Option<(String, String, String)>,
+    pub details: Option<Box<(String, String, String)>>,
     /// `details.causes`.
     pub causes: Vec<Cause>,
 }
@@ -62,7 +62,11 @@ impl ApiError {
     }
 
     fn with_details(mut self, group: &str, plural: &str, name: &str) -> Self {
-        self.details = Some((group.to_string(), plural.to_string(), name.to_string()));
+        self.details = Some(Box::new((
+            group.to_string(),
+            plural.to_string(),
+            name.to_string(),
+        )));
         self
     }
 
@@ -139,7 +143,11 @@ impl ApiError {
             "Invalid",
             format!("{qualified_kind} \"{name}\" is invalid: {joined}"),
         );
-        e.details = Some((group.to_string(), kind.to_string(), name.to_string()));
+        e.details = Some(Box::new((
+            group.to_string(),
+            kind.to_string(),
+            name.to_string(),
+        )));
         e.causes = causes;
         e
     }
@@ -169,7 +177,9 @@ impl ApiError {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json; got {content_type}"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json; got {content_type}"
+            ),
         )
     }
 
@@ -214,7 +224,7 @@ impl ApiError {
         });
         if self.details.is_some() || !self.causes.is_empty() {
             let mut details = serde_json::Map::new();
-            if let Some((group, kind, name)) = &self.details {
+            if let Some((group, kind, name)) = self.details.as_deref() {
                 if !name.is_empty() {
                     details.insert("name".into(), json!(name));
                 }

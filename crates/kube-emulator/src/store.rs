@@ -33,6 +33,9 @@ pub struct Change {
     pub object: Value,
 }
 
+/// Retained changes since a point, and a receiver for the changes after them.
+pub type Subscription = (Vec<Arc<Change>>, broadcast::Receiver<Arc<Change>>);
+
 /// What a snapshot file holds.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -107,7 +110,12 @@ impl Store {
     }
 
     /// Objects of a type in one namespace.
-    pub fn list_ns<'a>(&'a self, group: &str, plural: &str, ns: &'a str) -> impl Iterator<Item = &'a Value> {
+    pub fn list_ns<'a>(
+        &'a self,
+        group: &str,
+        plural: &str,
+        ns: &'a str,
+    ) -> impl Iterator<Item = &'a Value> {
         self.objects
             .get(&(group.to_string(), plural.to_string()))
             .into_iter()
@@ -211,10 +219,7 @@ impl Store {
     /// missed or repeated.
     ///
     /// Errors: [`TooOld`] when `from` predates the retained history.
-    pub fn subscribe_from(
-        &self,
-        from: u64,
-    ) -> Result<(Vec<Arc<Change>>, broadcast::Receiver<Arc<Change>>), TooOld> {
+    pub fn subscribe_from(&self, from: u64) -> Result<Subscription, TooOld> {
         let rx = self.tx.subscribe();
         if from >= self.rv {
             return Ok((Vec::new(), rx));
@@ -223,7 +228,12 @@ impl Store {
         if from + 1 < oldest {
             return Err(TooOld { oldest });
         }
-        let backlog = self.history.iter().filter(|c| c.rv > from).cloned().collect();
+        let backlog = self
+            .history
+            .iter()
+            .filter(|c| c.rv > from)
+            .cloned()
+            .collect();
         Ok((backlog, rx))
     }
 
@@ -235,7 +245,10 @@ impl Store {
                 objects.push((g.clone(), p.clone(), v.clone()));
             }
         }
-        Snapshot { rv: self.rv, objects }
+        Snapshot {
+            rv: self.rv,
+            objects,
+        }
     }
 
     /// Loads a snapshot into an empty store (no events are emitted; CRDs must be
@@ -246,8 +259,12 @@ impl Store {
             let ns = meta_str(&v, "namespace").to_string();
             let name = meta_str(&v, "name").to_string();
             let uid = meta_str(&v, "uid").to_string();
-            self.uids.insert(uid, (g.clone(), p.clone(), ns.clone(), name.clone()));
-            self.objects.entry((g, p)).or_default().insert((ns, name), v);
+            self.uids
+                .insert(uid, (g.clone(), p.clone(), ns.clone(), name.clone()));
+            self.objects
+                .entry((g, p))
+                .or_default()
+                .insert((ns, name), v);
         }
     }
 }
@@ -267,8 +284,16 @@ mod tests {
         let a = s.put("", "configmaps", cm("a"));
         let b = s.put("", "configmaps", cm("b"));
         assert!(
-            b["metadata"]["resourceVersion"].as_str().unwrap().parse::<u64>().unwrap()
-                > a["metadata"]["resourceVersion"].as_str().unwrap().parse::<u64>().unwrap()
+            b["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+                > a["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
         );
         let start = s.current_rv();
         s.put("", "configmaps", cm("c"));
@@ -276,7 +301,10 @@ mod tests {
         let (backlog, _) = s.subscribe_from(start).unwrap();
         let kinds: Vec<&str> = backlog.iter().map(|c| c.kind).collect();
         assert_eq!(kinds, vec!["ADDED", "DELETED"]);
-        assert!(s.subscribe_from(1).is_err(), "history of 3 cannot replay from the start");
+        assert!(
+            s.subscribe_from(1).is_err(),
+            "history of 3 cannot replay from the start"
+        );
         assert_eq!(s.list_ns("", "configmaps", "ns").count(), 2);
         assert_eq!(s.list_ns("", "configmaps", "other").count(), 0);
     }

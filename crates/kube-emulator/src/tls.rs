@@ -30,14 +30,28 @@ pub fn generate() -> Result<Certs, String> {
     let ca_key = KeyPair::generate().map_err(|e| e.to_string())?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(|e| e.to_string())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(DnType::CommonName, "kube-emulator-ca");
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "kube-emulator-ca");
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     let ca = ca_params.self_signed(&ca_key).map_err(|e| e.to_string())?;
     let key = KeyPair::generate().map_err(|e| e.to_string())?;
-    let mut params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()])
+    let mut params = CertificateParams::new(vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ])
+    .map_err(|e| e.to_string())?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "kube-apiserver");
+    let cert = params
+        .signed_by(&key, &ca, &ca_key)
         .map_err(|e| e.to_string())?;
-    params.distinguished_name.push(DnType::CommonName, "kube-apiserver");
-    let cert = params.signed_by(&key, &ca, &ca_key).map_err(|e| e.to_string())?;
     Ok(Certs {
         ca_pem: ca.pem(),
         cert_der: cert.der().clone(),
@@ -82,7 +96,11 @@ impl TlsListener {
                 let acceptor = acceptor.clone();
                 let tx = tx.clone();
                 tokio::spawn(async move {
-                    let hs = tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(stream)).await;
+                    let hs = tokio::time::timeout(
+                        std::time::Duration::from_secs(10),
+                        acceptor.accept(stream),
+                    )
+                    .await;
                     if let Ok(Ok(tls)) = hs {
                         let _ = tx.send((tls, addr)).await;
                     }

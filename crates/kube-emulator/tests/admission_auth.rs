@@ -23,12 +23,18 @@ const CRD: &str = include_str!("fixtures/crd.yaml");
 
 async fn create_json<K>(client: &Client, namespace: Option<&str>, value: Value) -> K
 where
-    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
 {
     let api: Api<K> = Api::namespaced(client.clone(), namespace.unwrap_or("default"));
     let obj: K = serde_json::from_value(value).expect("object parses");
-    api.create(&PostParams::default(), &obj).await.expect("created")
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("created")
 }
 
 async fn post_cluster(client: &Client, path: &str, body: Value) {
@@ -36,11 +42,17 @@ async fn post_cluster(client: &Client, path: &str, body: Value) {
         .header("Content-Type", "application/json")
         .body(serde_json::to_vec(&body).unwrap())
         .unwrap();
-    let _: Value = client.request(req).await.unwrap_or_else(|e| panic!("POST {path}: {e}"));
+    let _: Value = client
+        .request(req)
+        .await
+        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
 }
 
 fn claims_api(client: &Client) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("banlieue.io", "v1alpha1", "VirtualMachineClaim"), "virtualmachineclaims");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("banlieue.io", "v1alpha1", "VirtualMachineClaim"),
+        "virtualmachineclaims",
+    );
     Api::namespaced_with(client.clone(), "default", &ar)
 }
 
@@ -57,7 +69,10 @@ fn claim(name: &str, subject: &str, pool: &str) -> DynamicObject {
 async fn validating_admission_policy_with_params_variables_and_message_expression() {
     let (emu, admin) = start(EmulatorConfig::default()).await;
     let crd: CustomResourceDefinition = serde_yaml::from_str(CRD).unwrap();
-    Api::<CustomResourceDefinition>::all(admin.clone()).create(&PostParams::default(), &crd).await.unwrap();
+    Api::<CustomResourceDefinition>::all(admin.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
     let rbac = "/apis/rbac.authorization.k8s.io/v1";
     post_cluster(&admin, &format!("{rbac}/clusterroles"), json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "claims"},
@@ -98,28 +113,64 @@ async fn validating_admission_policy_with_params_variables_and_message_expressio
         "spec": {"policyName": "claim-subject", "validationActions": ["Deny"],
                  "paramRef": {"name": "claim-params", "namespace": "default", "parameterNotFoundAction": "Deny"}}
     })).await;
-    emu.add_token("alice-token", UserInfo::new("console:alice", &["console:developer"]));
-    emu.add_token("broker-token", UserInfo::new("console:broker", &["console:developer"]));
+    emu.add_token(
+        "alice-token",
+        UserInfo::new("console:alice", &["console:developer"]),
+    );
+    emu.add_token(
+        "broker-token",
+        UserInfo::new("console:broker", &["console:developer"]),
+    );
     let alice = claims_api(&client_for(&emu, "alice-token").await);
     let broker = claims_api(&client_for(&emu, "broker-token").await);
 
-    alice.create(&PostParams::default(), &claim("mine", "alice", "p1")).await.expect("own claim allowed");
-    let (code, reason, message) = api_error(alice.create(&PostParams::default(), &claim("theirs", "bob", "p1")).await);
+    alice
+        .create(&PostParams::default(), &claim("mine", "alice", "p1"))
+        .await
+        .expect("own claim allowed");
+    let (code, reason, message) = api_error(
+        alice
+            .create(&PostParams::default(), &claim("theirs", "bob", "p1"))
+            .await,
+    );
     assert_eq!((code, reason.as_str()), (422, "Invalid"));
     assert!(
         message.contains("ValidatingAdmissionPolicy 'claim-subject' with binding 'claim-subject-binding' denied request: subject.id bob is not the caller console:alice"),
         "{message}"
     );
-    broker.create(&PostParams::default(), &claim("for-bob", "bob", "p1")).await.expect("brokers may claim for others");
+    broker
+        .create(&PostParams::default(), &claim("for-bob", "bob", "p1"))
+        .await
+        .expect("brokers may claim for others");
     let (code, reason, message) = api_error(
-        alice.patch("mine", &PatchParams::default(), &Patch::Merge(json!({"spec": {"poolRef": "p2"}}))).await,
+        alice
+            .patch(
+                "mine",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"poolRef": "p2"}})),
+            )
+            .await,
     );
     assert_eq!((code, reason.as_str()), (403, "Forbidden"), "{message}");
     assert!(message.contains("spec.poolRef is immutable"), "{message}");
-    alice.patch("mine", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}}))).await.expect("other updates pass");
+    alice
+        .patch(
+            "mine",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await
+        .expect("other updates pass");
     // Without params the binding denies (parameterNotFoundAction: Deny).
-    Api::<ConfigMap>::namespaced(admin.clone(), "default").delete("claim-params", &Default::default()).await.unwrap();
-    let (code, _, message) = api_error(alice.create(&PostParams::default(), &claim("later", "alice", "p1")).await);
+    Api::<ConfigMap>::namespaced(admin.clone(), "default")
+        .delete("claim-params", &Default::default())
+        .await
+        .unwrap();
+    let (code, _, message) = api_error(
+        alice
+            .create(&PostParams::default(), &claim("later", "alice", "p1"))
+            .await,
+    );
     assert_eq!(code, 422, "{message}");
     emu.shutdown().await;
 }
@@ -136,10 +187,13 @@ async fn serve_issuer(jwk: Value) -> String {
                 async move { Json(json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks")})) }
             }),
         )
-        .route("/jwks", get(move || {
-            let jwk = jwk.clone();
-            async move { Json(json!({"keys": [jwk]})) }
-        }));
+        .route(
+            "/jwks",
+            get(move || {
+                let jwk = jwk.clone();
+                async move { Json(json!({"keys": [jwk]})) }
+            }),
+        );
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
@@ -147,7 +201,10 @@ async fn serve_issuer(jwk: Value) -> String {
 }
 
 fn now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,12 +218,18 @@ async fn jwt_authenticator_maps_claims_with_prefixes() {
         "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n    url: {issuer}\n    audiences: [kubernetes]\n  claimMappings:\n    username:\n      claim: sub\n      prefix: 'console:'\n    groups:\n      claim: groups\n      prefix: 'console:'\n"
     ))
     .expect("config parses");
-    let (emu, _admin) = start(EmulatorConfig { authentication: Some(cfg), ..EmulatorConfig::default() }).await;
+    let (emu, _admin) = start(EmulatorConfig {
+        authentication: Some(cfg),
+        ..EmulatorConfig::default()
+    })
+    .await;
     let encoding = jsonwebtoken::EncodingKey::from_ec_der(&key.serialize_der());
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
     header.kid = Some("k1".into());
     let sign = |claims: Value| jsonwebtoken::encode(&header, &claims, &encoding).expect("signed");
-    let good = sign(json!({"iss": issuer, "sub": "alice", "aud": "kubernetes", "exp": now() + 300, "iat": now(), "groups": ["viewer", "developer"]}));
+    let good = sign(
+        json!({"iss": issuer, "sub": "alice", "aud": "kubernetes", "exp": now() + 300, "iat": now(), "groups": ["viewer", "developer"]}),
+    );
     let review: SelfSubjectReview = Api::all(client_for(&emu, &good).await)
         .create(&PostParams::default(), &SelfSubjectReview::default())
         .await
@@ -174,22 +237,45 @@ async fn jwt_authenticator_maps_claims_with_prefixes() {
     let user = review.status.and_then(|s| s.user_info).expect("userInfo");
     assert_eq!(user.username.as_deref(), Some("console:alice"));
     let groups = user.groups.unwrap_or_default();
-    for g in ["console:viewer", "console:developer", "system:authenticated"] {
+    for g in [
+        "console:viewer",
+        "console:developer",
+        "system:authenticated",
+    ] {
         assert!(groups.iter().any(|x| x == g), "{g} missing from {groups:?}");
     }
     let http = https(&emu);
     let status_for = |token: String| {
         let http = http.clone();
         let url = format!("{}/api/v1/namespaces/default/configmaps", emu.base_url());
-        async move { http.get(url).bearer_auth(token).send().await.unwrap().status().as_u16() }
+        async move {
+            http.get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
     };
-    assert_eq!(status_for(good.clone()).await, 403, "authenticated but not authorised");
-    let wrong_aud = sign(json!({"iss": issuer, "sub": "alice", "aud": "other", "exp": now() + 300}));
+    assert_eq!(
+        status_for(good.clone()).await,
+        403,
+        "authenticated but not authorised"
+    );
+    let wrong_aud =
+        sign(json!({"iss": issuer, "sub": "alice", "aud": "other", "exp": now() + 300}));
     assert_eq!(status_for(wrong_aud).await, 401);
-    let expired = sign(json!({"iss": issuer, "sub": "alice", "aud": "kubernetes", "exp": now() - 10}));
+    let expired =
+        sign(json!({"iss": issuer, "sub": "alice", "aud": "kubernetes", "exp": now() - 10}));
     assert_eq!(status_for(expired).await, 401);
     let other_key = rcgen::KeyPair::generate().unwrap();
-    let forged = jsonwebtoken::encode(&header, &json!({"iss": issuer, "sub": "alice", "aud": "kubernetes", "exp": now() + 300}), &jsonwebtoken::EncodingKey::from_ec_der(&other_key.serialize_der())).unwrap();
+    let forged = jsonwebtoken::encode(
+        &header,
+        &json!({"iss": issuer, "sub": "alice", "aud": "kubernetes", "exp": now() + 300}),
+        &jsonwebtoken::EncodingKey::from_ec_der(&other_key.serialize_der()),
+    )
+    .unwrap();
     assert_eq!(status_for(forged).await, 401);
     emu.shutdown().await;
 }
@@ -202,11 +288,36 @@ async fn anonymous_refused_and_impersonation_needs_rbac() {
     let anon = http.get(&url).send().await.unwrap();
     assert_eq!(anon.status().as_u16(), 401);
     let body: Value = anon.json().await.unwrap();
-    assert_eq!((body["kind"].as_str(), body["reason"].as_str(), body["code"].as_u64()), (Some("Status"), Some("Unauthorized"), Some(401)));
-    assert_eq!(http.get(&url).bearer_auth("garbage").send().await.unwrap().status().as_u16(), 401);
+    assert_eq!(
+        (
+            body["kind"].as_str(),
+            body["reason"].as_str(),
+            body["code"].as_u64()
+        ),
+        (Some("Status"), Some("Unauthorized"), Some(401))
+    );
+    assert_eq!(
+        http.get(&url)
+            .bearer_auth("garbage")
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        401
+    );
 
-    emu.add_token("svc-token", UserInfo::new("system:serviceaccount:console:console", &[]));
-    let denied = http.get(&url).bearer_auth("svc-token").header("Impersonate-User", "console:alice").send().await.unwrap();
+    emu.add_token(
+        "svc-token",
+        UserInfo::new("system:serviceaccount:console:console", &[]),
+    );
+    let denied = http
+        .get(&url)
+        .bearer_auth("svc-token")
+        .header("Impersonate-User", "console:alice")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(denied.status().as_u16(), 403);
     let body: Value = denied.json().await.unwrap();
     assert_eq!(
@@ -223,7 +334,10 @@ async fn anonymous_refused_and_impersonation_needs_rbac() {
         "subjects": [{"kind": "ServiceAccount", "name": "console", "namespace": "console"}]
     })).await;
     let whoami = http
-        .post(format!("{}/apis/authentication.k8s.io/v1/selfsubjectreviews", emu.base_url()))
+        .post(format!(
+            "{}/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            emu.base_url()
+        ))
         .bearer_auth("svc-token")
         .header("Impersonate-User", "console:alice")
         .header("Impersonate-Group", "console:viewer")
@@ -234,9 +348,18 @@ async fn anonymous_refused_and_impersonation_needs_rbac() {
     assert_eq!(whoami.status().as_u16(), 201);
     let body: Value = whoami.json().await.unwrap();
     assert_eq!(body["status"]["userInfo"]["username"], "console:alice");
-    assert_eq!(body["status"]["userInfo"]["groups"], json!(["console:viewer", "system:authenticated"]));
+    assert_eq!(
+        body["status"]["userInfo"]["groups"],
+        json!(["console:viewer", "system:authenticated"])
+    );
     // The impersonated user has no rights of its own.
-    let list = http.get(&url).bearer_auth("svc-token").header("Impersonate-User", "console:alice").send().await.unwrap();
+    let list = http
+        .get(&url)
+        .bearer_auth("svc-token")
+        .header("Impersonate-User", "console:alice")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(list.status().as_u16(), 403);
     tokio::time::sleep(Duration::from_millis(10)).await;
     emu.shutdown().await;

@@ -11,15 +11,23 @@ use kube_emulator::{Emulator, EmulatorConfig};
 use serde_json::json;
 
 async fn start() -> (Emulator, Client) {
-    let emu = Emulator::start(EmulatorConfig::default()).await.expect("emulator starts");
+    let emu = Emulator::start(EmulatorConfig::default())
+        .await
+        .expect("emulator starts");
     let kubeconfig = Kubeconfig::from_yaml(&emu.kubeconfig_yaml()).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.expect("config");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("config");
     let client = Client::try_from(config).expect("client");
     (emu, client)
 }
 
 fn counter(cm: &ConfigMap) -> u64 {
-    cm.data.as_ref().and_then(|d| d.get("n")).and_then(|n| n.parse().ok()).unwrap_or(0)
+    cm.data
+        .as_ref()
+        .and_then(|d| d.get("n"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -28,7 +36,9 @@ async fn concurrent_conditional_updates_never_lose_an_update() {
     const PER_TASK: u64 = 15;
     let (emu, client) = start().await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "counter"}, "data": {"n": "0"}})).unwrap();
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "counter"}, "data": {"n": "0"}}))
+            .unwrap();
     cms.create(&PostParams::default(), &cm).await.unwrap();
     let mut tasks = Vec::new();
     for _ in 0..TASKS {
@@ -39,7 +49,9 @@ async fn concurrent_conditional_updates_never_lose_an_update() {
                 loop {
                     let mut cur = cms.get("counter").await.expect("get");
                     let next = counter(&cur) + 1;
-                    cur.data.get_or_insert_default().insert("n".into(), next.to_string());
+                    cur.data
+                        .get_or_insert_default()
+                        .insert("n".into(), next.to_string());
                     match cms.replace("counter", &PostParams::default(), &cur).await {
                         Ok(_) => break,
                         Err(kube::Error::Api(s)) if s.code == 409 => conflicts += 1,
@@ -52,10 +64,17 @@ async fn concurrent_conditional_updates_never_lose_an_update() {
     }
     let mut conflicts = 0;
     for t in tasks {
-        conflicts += tokio::time::timeout(Duration::from_secs(120), t).await.expect("in time").expect("task");
+        conflicts += tokio::time::timeout(Duration::from_secs(120), t)
+            .await
+            .expect("in time")
+            .expect("task");
     }
     let last = cms.get("counter").await.unwrap();
-    assert_eq!(counter(&last), TASKS * PER_TASK, "an update was lost ({conflicts} conflicts were retried)");
+    assert_eq!(
+        counter(&last),
+        TASKS * PER_TASK,
+        "an update was lost ({conflicts} conflicts were retried)"
+    );
     emu.shutdown().await;
 }
 
@@ -63,7 +82,9 @@ async fn concurrent_conditional_updates_never_lose_an_update() {
 async fn exactly_one_of_two_racing_writers_wins() {
     let (emu, client) = start().await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "race"}, "data": {"w": "none"}})).unwrap();
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "race"}, "data": {"w": "none"}}))
+            .unwrap();
     cms.create(&PostParams::default(), &cm).await.unwrap();
     for round in 0..25 {
         let base = cms.get("race").await.unwrap();
@@ -78,7 +99,9 @@ async fn exactly_one_of_two_racing_writers_wins() {
                     cms.patch("race", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"resourceVersion": rv}, "data": {"w": format!("{who}{round}")}})))
                         .await
                 } else {
-                    obj.data.get_or_insert_default().insert("w".into(), format!("{who}{round}"));
+                    obj.data
+                        .get_or_insert_default()
+                        .insert("w".into(), format!("{who}{round}"));
                     cms.replace("race", &PostParams::default(), &obj).await
                 }
             }
@@ -90,7 +113,9 @@ async fn exactly_one_of_two_racing_writers_wins() {
         for r in [a, b] {
             if let Err(e) = r {
                 match e {
-                    kube::Error::Api(s) => assert_eq!((s.code, s.reason.as_str()), (409, "Conflict")),
+                    kube::Error::Api(s) => {
+                        assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"))
+                    }
                     other => panic!("unexpected {other}"),
                 }
             }

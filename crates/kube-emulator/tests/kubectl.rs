@@ -31,11 +31,17 @@ fn kubectl_bin() -> String {
 
 impl Kubectl {
     async fn start() -> Self {
-        let emu = Emulator::start(EmulatorConfig::default()).await.expect("emulator starts");
+        let emu = Emulator::start(EmulatorConfig::default())
+            .await
+            .expect("emulator starts");
         let dir = tempfile::tempdir().expect("tempdir");
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(&kubeconfig, emu.kubeconfig_yaml()).expect("kubeconfig written");
-        Self { emu, dir, kubeconfig }
+        Self {
+            emu,
+            dir,
+            kubeconfig,
+        }
     }
 
     fn command(&self, args: &[&str]) -> Command {
@@ -65,13 +71,21 @@ impl Kubectl {
 
     async fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args).await;
-        assert!(out.ok, "kubectl {args:?} failed: {}{}", out.stdout, out.stderr);
+        assert!(
+            out.ok,
+            "kubectl {args:?} failed: {}{}",
+            out.stdout, out.stderr
+        );
         out.stdout
     }
 
     async fn fail(&self, args: &[&str]) -> String {
         let out = self.run(args).await;
-        assert!(!out.ok, "kubectl {args:?} unexpectedly succeeded: {}", out.stdout);
+        assert!(
+            !out.ok,
+            "kubectl {args:?} unexpectedly succeeded: {}",
+            out.stdout
+        );
         out.stderr
     }
 
@@ -93,12 +107,25 @@ impl Kubectl {
 async fn discovery_lists_builtins_and_crds() {
     let k = Kubectl::start().await;
     let out = k.ok(&["api-resources"]).await;
-    for want in ["configmaps", "clusterrolebindings", "customresourcedefinitions", "selfsubjectaccessreviews", "validatingadmissionpolicies", "leases"] {
-        assert!(out.contains(want), "{want} missing from api-resources:\n{out}");
+    for want in [
+        "configmaps",
+        "clusterrolebindings",
+        "customresourcedefinitions",
+        "selfsubjectaccessreviews",
+        "validatingadmissionpolicies",
+        "leases",
+    ] {
+        assert!(
+            out.contains(want),
+            "{want} missing from api-resources:\n{out}"
+        );
     }
     k.with_crd_and_claim().await;
     let out = k.ok(&["api-resources", "--api-group=banlieue.io"]).await;
-    assert!(out.contains("virtualmachineclaims") && out.contains("vmc"), "{out}");
+    assert!(
+        out.contains("virtualmachineclaims") && out.contains("vmc"),
+        "{out}"
+    );
     let version = k.ok(&["version", "-o", "json"]).await;
     assert!(version.contains("serverVersion"), "{version}");
     k.emu.shutdown().await;
@@ -108,23 +135,58 @@ async fn discovery_lists_builtins_and_crds() {
 async fn apply_crd_and_cr_then_get_yaml_and_printer_columns() {
     let k = Kubectl::start().await;
     k.with_crd_and_claim().await;
-    let yaml = k.ok(&["get", "virtualmachineclaims", "claim-a", "-o", "yaml"]).await;
-    for want in ["poolRef: pool-1", "ttlSeconds: 3600", "generation: 1", "uid:", "resourceVersion:", "creationTimestamp:"] {
+    let yaml = k
+        .ok(&["get", "virtualmachineclaims", "claim-a", "-o", "yaml"])
+        .await;
+    for want in [
+        "poolRef: pool-1",
+        "ttlSeconds: 3600",
+        "generation: 1",
+        "uid:",
+        "resourceVersion:",
+        "creationTimestamp:",
+    ] {
         assert!(yaml.contains(want), "{want} missing:\n{yaml}");
     }
     let table = k.ok(&["get", "vmc"]).await;
     let header = table.lines().next().unwrap_or_default();
-    assert!(header.contains("NAME") && header.contains("POOL") && header.contains("PHASE") && header.contains("AGE"), "{table}");
-    assert!(table.contains("claim-a") && table.contains("pool-1"), "{table}");
+    assert!(
+        header.contains("NAME")
+            && header.contains("POOL")
+            && header.contains("PHASE")
+            && header.contains("AGE"),
+        "{table}"
+    );
+    assert!(
+        table.contains("claim-a") && table.contains("pool-1"),
+        "{table}"
+    );
     // Re-applying the same manifest changes nothing.
     let claim = k.file("claim.yaml", CLAIM);
     let again = k.ok(&["apply", "-f", &claim]).await;
     assert!(again.contains("unchanged"), "{again}");
     // The status subresource is separate from the main resource.
-    k.ok(&["patch", "vmc", "claim-a", "--subresource=status", "--type=merge", "-p", r#"{"status":{"phase":"Bound"}}"#]).await;
+    k.ok(&[
+        "patch",
+        "vmc",
+        "claim-a",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Bound"}}"#,
+    ])
+    .await;
     let table = k.ok(&["get", "vmc", "claim-a"]).await;
     assert!(table.contains("Bound"), "{table}");
-    let generation = k.ok(&["get", "vmc", "claim-a", "-o", "jsonpath={.metadata.generation}"]).await;
+    let generation = k
+        .ok(&[
+            "get",
+            "vmc",
+            "claim-a",
+            "-o",
+            "jsonpath={.metadata.generation}",
+        ])
+        .await;
     assert_eq!(generation, "1", "a status change must not bump generation");
     k.emu.shutdown().await;
 }
@@ -133,13 +195,32 @@ async fn apply_crd_and_cr_then_get_yaml_and_printer_columns() {
 async fn get_watch_sees_a_change() {
     let k = Kubectl::start().await;
     k.with_crd_and_claim().await;
-    let mut child = k.command(&["get", "vmc", "-w", "--request-timeout=0"]).stdout(Stdio::piped()).spawn().expect("watch starts");
+    let mut child = k
+        .command(&["get", "vmc", "-w", "--request-timeout=0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("watch starts");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let first = tokio::time::timeout(TIMEOUT, lines.next_line()).await.expect("header in time").expect("read");
+    let first = tokio::time::timeout(TIMEOUT, lines.next_line())
+        .await
+        .expect("header in time")
+        .expect("read");
     assert!(first.is_some_and(|l| l.contains("NAME")));
-    let initial = tokio::time::timeout(TIMEOUT, lines.next_line()).await.expect("row in time").expect("read");
+    let initial = tokio::time::timeout(TIMEOUT, lines.next_line())
+        .await
+        .expect("row in time")
+        .expect("read");
     assert!(initial.is_some_and(|l| l.contains("claim-a")));
-    k.ok(&["patch", "vmc", "claim-a", "--subresource=status", "--type=merge", "-p", r#"{"status":{"phase":"Releasing"}}"#]).await;
+    k.ok(&[
+        "patch",
+        "vmc",
+        "claim-a",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Releasing"}}"#,
+    ])
+    .await;
     let seen = tokio::time::timeout(Duration::from_secs(20), async {
         while let Ok(Some(line)) = lines.next_line().await {
             if line.contains("claim-a") && line.contains("Releasing") {
@@ -159,16 +240,59 @@ async fn get_watch_sees_a_change() {
 async fn patch_merge_and_json() {
     let k = Kubectl::start().await;
     k.with_crd_and_claim().await;
-    k.ok(&["patch", "vmc", "claim-a", "--type=merge", "-p", r#"{"spec":{"ttlSeconds":7200}}"#]).await;
-    k.ok(&["patch", "vmc", "claim-a", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/poolRef","value":"pool-2"}]"#]).await;
-    let spec = k.ok(&["get", "vmc", "claim-a", "-o", "jsonpath={.spec.poolRef} {.spec.ttlSeconds} {.metadata.generation}"]).await;
+    k.ok(&[
+        "patch",
+        "vmc",
+        "claim-a",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"ttlSeconds":7200}}"#,
+    ])
+    .await;
+    k.ok(&[
+        "patch",
+        "vmc",
+        "claim-a",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/poolRef","value":"pool-2"}]"#,
+    ])
+    .await;
+    let spec = k
+        .ok(&[
+            "get",
+            "vmc",
+            "claim-a",
+            "-o",
+            "jsonpath={.spec.poolRef} {.spec.ttlSeconds} {.metadata.generation}",
+        ])
+        .await;
     assert_eq!(spec, "pool-2 7200 3");
-    let err = k.fail(&["patch", "vmc", "claim-a", "--type=json", "-p", r#"[{"op":"test","path":"/spec/poolRef","value":"nope"}]"#]).await;
+    let err = k
+        .fail(&[
+            "patch",
+            "vmc",
+            "claim-a",
+            "--type=json",
+            "-p",
+            r#"[{"op":"test","path":"/spec/poolRef","value":"nope"}]"#,
+        ])
+        .await;
     assert!(err.contains("Invalid") || err.contains("invalid"), "{err}");
     // Built-ins take strategic merge patches (kubectl's default for them).
-    k.ok(&["create", "configmap", "settings", "--from-literal=a=1"]).await;
-    k.ok(&["patch", "configmap", "settings", "-p", r#"{"data":{"b":"2"}}"#]).await;
-    let data = k.ok(&["get", "cm", "settings", "-o", "jsonpath={.data.a}{.data.b}"]).await;
+    k.ok(&["create", "configmap", "settings", "--from-literal=a=1"])
+        .await;
+    k.ok(&[
+        "patch",
+        "configmap",
+        "settings",
+        "-p",
+        r#"{"data":{"b":"2"}}"#,
+    ])
+    .await;
+    let data = k
+        .ok(&["get", "cm", "settings", "-o", "jsonpath={.data.a}{.data.b}"])
+        .await;
     assert_eq!(data, "12");
     k.emu.shutdown().await;
 }
@@ -177,17 +301,55 @@ async fn patch_merge_and_json() {
 async fn delete_waits_for_finalizer() {
     let k = Kubectl::start().await;
     k.with_crd_and_claim().await;
-    k.ok(&["patch", "vmc", "claim-a", "--type=merge", "-p", r#"{"metadata":{"finalizers":["banlieue.io/claim-protection"]}}"#]).await;
-    let mut deleting = k.command(&["delete", "vmc", "claim-a", "--timeout=50s"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("delete starts");
+    k.ok(&[
+        "patch",
+        "vmc",
+        "claim-a",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["banlieue.io/claim-protection"]}}"#,
+    ])
+    .await;
+    let mut deleting = k
+        .command(&["delete", "vmc", "claim-a", "--timeout=50s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("delete starts");
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(deleting.try_wait().expect("poll").is_none(), "kubectl delete returned while a finalizer remained");
-    let ts = k.ok(&["get", "vmc", "claim-a", "-o", "jsonpath={.metadata.deletionTimestamp}"]).await;
+    assert!(
+        deleting.try_wait().expect("poll").is_none(),
+        "kubectl delete returned while a finalizer remained"
+    );
+    let ts = k
+        .ok(&[
+            "get",
+            "vmc",
+            "claim-a",
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ])
+        .await;
     assert!(!ts.is_empty(), "deletionTimestamp not set");
-    k.ok(&["patch", "vmc", "claim-a", "--type=json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#]).await;
-    let status = tokio::time::timeout(Duration::from_secs(30), deleting.wait()).await.expect("delete finishes").expect("wait");
+    k.ok(&[
+        "patch",
+        "vmc",
+        "claim-a",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ])
+    .await;
+    let status = tokio::time::timeout(Duration::from_secs(30), deleting.wait())
+        .await
+        .expect("delete finishes")
+        .expect("wait");
     assert!(status.success());
     let err = k.fail(&["get", "vmc", "claim-a"]).await;
-    assert!(err.contains("NotFound") || err.contains("not found"), "{err}");
+    assert!(
+        err.contains("NotFound") || err.contains("not found"),
+        "{err}"
+    );
     k.emu.shutdown().await;
 }
 
@@ -195,26 +357,82 @@ async fn delete_waits_for_finalizer() {
 async fn auth_can_i_with_impersonation_and_forbidden_reason() {
     let k = Kubectl::start().await;
     k.with_crd_and_claim().await;
-    k.ok(&["create", "clusterrole", "claim-viewer", "--verb=get,list,watch", "--resource=virtualmachineclaims.banlieue.io"]).await;
-    k.ok(&["create", "clusterrolebinding", "viewers", "--clusterrole=claim-viewer", "--group=console:viewer"]).await;
-    k.ok(&["create", "role", "cm-reader", "--verb=get", "--resource=configmaps", "--resource-name=settings"]).await;
-    k.ok(&["create", "rolebinding", "bob-reads", "--role=cm-reader", "--user=bob"]).await;
-    let yes = k.ok(&["auth", "can-i", "list", "virtualmachineclaims.banlieue.io", "--as=alice", "--as-group=console:viewer"]).await;
+    k.ok(&[
+        "create",
+        "clusterrole",
+        "claim-viewer",
+        "--verb=get,list,watch",
+        "--resource=virtualmachineclaims.banlieue.io",
+    ])
+    .await;
+    k.ok(&[
+        "create",
+        "clusterrolebinding",
+        "viewers",
+        "--clusterrole=claim-viewer",
+        "--group=console:viewer",
+    ])
+    .await;
+    k.ok(&[
+        "create",
+        "role",
+        "cm-reader",
+        "--verb=get",
+        "--resource=configmaps",
+        "--resource-name=settings",
+    ])
+    .await;
+    k.ok(&[
+        "create",
+        "rolebinding",
+        "bob-reads",
+        "--role=cm-reader",
+        "--user=bob",
+    ])
+    .await;
+    let yes = k
+        .ok(&[
+            "auth",
+            "can-i",
+            "list",
+            "virtualmachineclaims.banlieue.io",
+            "--as=alice",
+            "--as-group=console:viewer",
+        ])
+        .await;
     assert_eq!(yes.trim(), "yes");
-    let no = k.run(&["auth", "can-i", "delete", "virtualmachineclaims.banlieue.io", "--as=alice", "--as-group=console:viewer"]).await;
+    let no = k
+        .run(&[
+            "auth",
+            "can-i",
+            "delete",
+            "virtualmachineclaims.banlieue.io",
+            "--as=alice",
+            "--as-group=console:viewer",
+        ])
+        .await;
     assert_eq!(no.stdout.trim(), "no");
     assert!(!no.ok);
-    let named = k.ok(&["auth", "can-i", "get", "configmap/settings", "--as=bob"]).await;
+    let named = k
+        .ok(&["auth", "can-i", "get", "configmap/settings", "--as=bob"])
+        .await;
     assert_eq!(named.trim(), "yes");
-    let other = k.run(&["auth", "can-i", "get", "configmap/other", "--as=bob"]).await;
+    let other = k
+        .run(&["auth", "can-i", "get", "configmap/other", "--as=bob"])
+        .await;
     assert_eq!(other.stdout.trim(), "no");
     let err = k.fail(&["get", "vmc", "--as=bob"]).await;
     assert!(
         err.contains(r#"virtualmachineclaims.banlieue.io is forbidden: User "bob" cannot list resource "virtualmachineclaims" in API group "banlieue.io" in the namespace "default""#),
         "{err}"
     );
-    let who = k.ok(&["auth", "whoami", "--as=alice", "--as-group=console:viewer"]).await;
-    assert!(who.contains("alice") && who.contains("console:viewer"), "{who}");
+    let who = k
+        .ok(&["auth", "whoami", "--as=alice", "--as-group=console:viewer"])
+        .await;
+    assert!(
+        who.contains("alice") && who.contains("console:viewer"),
+        "{who}"
+    );
     k.emu.shutdown().await;
 }
 
@@ -226,7 +444,10 @@ async fn stale_replace_gets_409() {
     let stale_path = k.file("stale.yaml", &stale);
     k.ok(&["label", "vmc", "claim-a", "changed=yes"]).await;
     let err = k.fail(&["replace", "-f", &stale_path]).await;
-    assert!(err.contains("Conflict") && err.contains("the object has been modified"), "{err}");
+    assert!(
+        err.contains("Conflict") && err.contains("the object has been modified"),
+        "{err}"
+    );
     k.emu.shutdown().await;
 }
 
@@ -239,28 +460,52 @@ async fn schema_validation_errors_for_bad_crs() {
         "apiVersion: banlieue.io/v1alpha1\nkind: VirtualMachineClaim\nmetadata:\n  name: bad\nspec:\n  poolRef: p\n  ttlSeconds: not-a-number\n",
     );
     let err = k.fail(&["apply", "-f", &bad]).await;
-    assert!(err.contains(r#"The VirtualMachineClaim "bad" is invalid: spec.ttlSeconds"#), "{err}");
+    assert!(
+        err.contains(r#"The VirtualMachineClaim "bad" is invalid: spec.ttlSeconds"#),
+        "{err}"
+    );
     let missing = k.file("missing.yaml", "apiVersion: banlieue.io/v1alpha1\nkind: VirtualMachineClaim\nmetadata:\n  name: bad2\nspec: {}\n");
     let err = k.fail(&["create", "-f", &missing]).await;
-    assert!(err.contains("spec.poolRef") && err.contains("Required value"), "{err}");
+    assert!(
+        err.contains("spec.poolRef") && err.contains("Required value"),
+        "{err}"
+    );
     let unknown = k.file("unknown.yaml", "apiVersion: banlieue.io/v1alpha1\nkind: VirtualMachineClaim\nmetadata:\n  name: bad3\nspec:\n  poolRef: p\n  bogus: 1\n");
     let err = k.fail(&["create", "-f", &unknown]).await;
     assert!(err.contains(r#"unknown field "spec.bogus""#), "{err}");
     let ok = k.ok(&["create", "-f", &unknown, "--validate=false"]).await;
     assert!(ok.contains("created"), "{ok}");
-    let pruned = k.ok(&["get", "vmc", "bad3", "-o", "jsonpath={.spec}"]).await;
-    assert!(!pruned.contains("bogus"), "unknown field must be pruned: {pruned}");
+    let pruned = k
+        .ok(&["get", "vmc", "bad3", "-o", "jsonpath={.spec}"])
+        .await;
+    assert!(
+        !pruned.contains("bogus"),
+        "unknown field must be pruned: {pruned}"
+    );
     k.emu.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_and_generate_name() {
     let k = Kubectl::start().await;
-    k.ok(&["create", "configmap", "dry", "--from-literal=a=1", "--dry-run=server"]).await;
+    k.ok(&[
+        "create",
+        "configmap",
+        "dry",
+        "--from-literal=a=1",
+        "--dry-run=server",
+    ])
+    .await;
     let err = k.fail(&["get", "cm", "dry"]).await;
     assert!(err.contains("not found"), "{err}");
-    let generated = k.file("gen.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: gen-\ndata:\n  a: b\n");
+    let generated = k.file(
+        "gen.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: gen-\ndata:\n  a: b\n",
+    );
     let out = k.ok(&["create", "-f", &generated, "-o", "name"]).await;
-    assert!(out.trim().starts_with("configmap/gen-") && out.trim().len() == "configmap/gen-".len() + 5, "{out}");
+    assert!(
+        out.trim().starts_with("configmap/gen-") && out.trim().len() == "configmap/gen-".len() + 5,
+        "{out}"
+    );
     k.emu.shutdown().await;
 }

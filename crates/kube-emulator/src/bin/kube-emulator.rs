@@ -14,7 +14,10 @@ use kube_emulator::{Emulator, EmulatorConfig, auth};
 
 /// Command-line options.
 #[derive(Debug, Parser)]
-#[command(name = "kube-emulator", about = "A Kubernetes API emulator for development and tests")]
+#[command(
+    name = "kube-emulator",
+    about = "A Kubernetes API emulator for development and tests"
+)]
 struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:6443")]
@@ -39,7 +42,9 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .init();
     let args = Args::parse();
     let mut config = EmulatorConfig {
@@ -49,21 +54,26 @@ async fn main() -> anyhow::Result<()> {
         ..EmulatorConfig::default()
     };
     if let Some(path) = &args.token_file {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         config.tokens = auth::parse_token_file(&text).map_err(anyhow::Error::msg)?;
     }
     if let Some(path) = &args.authentication_config {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         config.authentication =
             Some(auth::parse_authentication_configuration(&text).map_err(anyhow::Error::msg)?);
     }
     let emu = Emulator::start(config).await?;
     if let Some(path) = &args.kubeconfig_out {
-        std::fs::write(path, emu.kubeconfig_yaml()).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, emu.kubeconfig_yaml())
+            .with_context(|| format!("writing {}", path.display()))?;
         tracing::info!(kubeconfig = %path.display(), "admin kubeconfig written");
     }
     tracing::info!(url = %emu.base_url(), "kube-emulator listening");
-    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
     emu.shutdown().await;
     Ok(())
 }
