@@ -679,16 +679,27 @@ struct WatchFilter {
 }
 
 impl WatchFilter {
-    fn accepts(&self, c: &Change) -> bool {
-        c.group == self.def.group
-            && c.plural == self.def.plural
-            && (self.ns.is_empty()
-                || c.object
-                    .pointer("/metadata/namespace")
-                    .and_then(Value::as_str)
-                    == Some(self.ns.as_str()))
-            && self.labels.matches(&c.object)
-            && self.fields.matches(&c.object)
+    fn matches(&self, o: &Value) -> bool {
+        (self.ns.is_empty()
+            || o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(self.ns.as_str()))
+            && self.labels.matches(o)
+            && self.fields.matches(o)
+    }
+
+    /// The event type this watch sees for a change, if any: an object that starts or stops
+    /// matching the selectors is `ADDED` or `DELETED`.
+    fn event(&self, c: &Change) -> Option<&'static str> {
+        if c.group != self.def.group || c.plural != self.def.plural {
+            return None;
+        }
+        let now = self.matches(&c.object);
+        let before = c.prev.as_ref().map(|p| self.matches(p));
+        match (c.kind, before, now) {
+            ("MODIFIED", Some(false), true) => Some("ADDED"),
+            ("MODIFIED", Some(true), false) => Some("DELETED"),
+            (kind, _, true) => Some(kind),
+            _ => None,
+        }
     }
 }
 
@@ -750,16 +761,7 @@ fn watch(
                     .map_err(|_| ApiError::internal("subscribe"))?;
                 let items: Vec<(String, Value)> = store
                     .list_all(&def.group, &def.plural)
-                    .filter(|o| {
-                        let c = Change {
-                            rv: 0,
-                            group: def.group.clone(),
-                            plural: def.plural.clone(),
-                            kind: "ADDED",
-                            object: (*o).clone(),
-                        };
-                        filter.accepts(&c)
-                    })
+                    .filter(|o| filter.matches(o))
                     .map(|o| ("ADDED".to_string(), o.clone()))
                     .collect();
                 (items, sub, store.current_rv())
@@ -772,8 +774,9 @@ fn watch(
                     Ok((backlog, sub)) => (
                         backlog
                             .iter()
-                            .filter(|c| filter.accepts(c))
-                            .map(|c| (c.kind.to_string(), c.object.clone()))
+                            .filter_map(|c| {
+                                filter.event(c).map(|k| (k.to_string(), c.object.clone()))
+                            })
                             .collect(),
                         sub,
                         store.current_rv(),
@@ -830,7 +833,9 @@ fn watch(
                             continue;
                         }
                         last_rv = last_rv.max(c.rv);
-                        if filter.accepts(&c) && tx.send(Ok(encode(c.kind, c.object.clone()))).await.is_err() {
+                        if let Some(kind) = filter.event(&c)
+                            && tx.send(Ok(encode(kind, c.object.clone()))).await.is_err()
+                        {
                             return;
                         }
                     }

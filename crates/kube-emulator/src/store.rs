@@ -31,6 +31,9 @@ pub struct Change {
     pub kind: &'static str,
     /// The object after the change (for `DELETED`, its last state with the deletion's RV).
     pub object: Value,
+    /// For `MODIFIED`: the object before the change (watches use it to turn an object
+    /// entering or leaving a selector into `ADDED` or `DELETED`, as the watch cache does).
+    pub prev: Option<Value>,
 }
 
 /// Retained changes since a point, and a receiver for the changes after them.
@@ -191,6 +194,7 @@ impl Store {
             plural: plural.into(),
             kind: if prev.is_some() { "MODIFIED" } else { "ADDED" },
             object: object.clone(),
+            prev,
         });
         object
     }
@@ -210,6 +214,7 @@ impl Store {
             plural: plural.into(),
             kind: "DELETED",
             object: object.clone(),
+            prev: None,
         });
         Some(object)
     }

@@ -444,3 +444,59 @@ async fn controller_reconciles_claims() {
     handle.abort();
     emu.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_with_selector_sees_objects_enter_and_leave() {
+    let (emu, client) = start(EmulatorConfig::default()).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let rv = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = cms
+        .watch(&WatchParams::default().labels("app=sel").timeout(20), &rv)
+        .await
+        .expect("watch")
+        .boxed();
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "s1"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    cms.patch(
+        "s1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "sel"}}})),
+    )
+    .await
+    .unwrap();
+    cms.patch(
+        "s1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"a": "1"}})),
+    )
+    .await
+    .unwrap();
+    cms.patch(
+        "s1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "other"}}})),
+    )
+    .await
+    .unwrap();
+    let mut kinds = Vec::new();
+    tokio::time::timeout(DEADLINE, async {
+        while kinds.len() < 3 {
+            match stream.next().await.expect("open").expect("event") {
+                WatchEvent::Added(_) => kinds.push("ADDED"),
+                WatchEvent::Modified(_) => kinds.push("MODIFIED"),
+                WatchEvent::Deleted(_) => kinds.push("DELETED"),
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("events in time");
+    assert_eq!(kinds, vec!["ADDED", "MODIFIED", "DELETED"]);
+    emu.shutdown().await;
+}
