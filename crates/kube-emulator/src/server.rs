@@ -611,7 +611,7 @@ fn list(
     };
     let store = app.lock();
     let rv = store.current_rv();
-    let mut items = Vec::new();
+    let mut items: Vec<&Value> = Vec::new();
     let mut more = false;
     let mut last = (String::new(), String::new());
     let start = match (&after, ns.is_empty()) {
@@ -644,25 +644,52 @@ fn list(
                 .unwrap_or_default()
                 .to_string(),
         );
-        items.push(api::as_version(def, o.clone()));
+        items.push(o);
     }
-    drop(store);
     let rv_s = rv.to_string();
+    let continue_token = more.then(|| encode_continue(&last.0, &last.1, rv));
     if as_table {
-        let mut t = table_fn(def, &items, &rv_s, include_object(q), true);
-        if more {
-            t["metadata"]["continue"] = json!(encode_continue(&last.0, &last.1, rv));
+        let owned: Vec<Value> = items
+            .iter()
+            .map(|o| api::as_version(def, (*o).clone()))
+            .collect();
+        drop(store);
+        let mut t = table_fn(def, &owned, &rv_s, include_object(q), true);
+        if let Some(c) = continue_token {
+            t["metadata"]["continue"] = json!(c);
         }
         return Ok(json_response(StatusCode::OK, &t));
     }
     let mut meta = json!({"resourceVersion": rv_s});
-    if more {
-        meta["continue"] = json!(encode_continue(&last.0, &last.1, rv));
+    if let Some(c) = continue_token {
+        meta["continue"] = json!(c);
     }
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({"kind": format!("{}List", def.kind), "apiVersion": def.api_version(), "metadata": meta, "items": items}),
-    ))
+    // Serialise straight from the store (no per-object clone) while the lock is held.
+    let api_version = def.api_version();
+    let mut out = Vec::with_capacity(items.len() * 512 + 256);
+    let head =
+        json!({"kind": format!("{}List", def.kind), "apiVersion": api_version, "metadata": meta});
+    let head = serde_json::to_vec(&head).map_err(|e| ApiError::internal(e.to_string()))?;
+    out.extend_from_slice(&head[..head.len() - 1]);
+    out.extend_from_slice(b",\"items\":[");
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let written = if o.get("apiVersion").and_then(Value::as_str) == Some(api_version.as_str()) {
+            serde_json::to_writer(&mut out, o)
+        } else {
+            serde_json::to_writer(&mut out, &api::as_version(def, (*o).clone()))
+        };
+        written.map_err(|e| ApiError::internal(e.to_string()))?;
+    }
+    out.extend_from_slice(b"]}");
+    drop(store);
+    Ok(Response::builder()
+        .status(StatusCode::OK)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Body::from(out))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()))
 }
 
 fn watch_line(kind: &str, object: &Value) -> Bytes {
@@ -805,6 +832,7 @@ fn watch(
         }
     };
     let interval = app.bookmark_interval;
+    let api_version = def.api_version();
     tokio::spawn(async move {
         let mut encode = encode;
         let mut last_rv = start_rv;
@@ -833,10 +861,17 @@ fn watch(
                             continue;
                         }
                         last_rv = last_rv.max(c.rv);
-                        if let Some(kind) = filter.event(&c)
-                            && tx.send(Ok(encode(kind, c.object.clone()))).await.is_err()
-                        {
-                            return;
+                        if let Some(kind) = filter.event(&c) {
+                            let same_version = c.object.get("apiVersion").and_then(Value::as_str)
+                                == Some(api_version.as_str());
+                            let line = if kind == c.kind && !as_table && same_version {
+                                c.line()
+                            } else {
+                                encode(kind, c.object.clone())
+                            };
+                            if tx.send(Ok(line)).await.is_err() {
+                                return;
+                            }
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {

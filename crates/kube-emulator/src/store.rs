@@ -7,7 +7,7 @@
 //! opaque string here holding a decimal counter shared by all kinds (as etcd's revision).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -34,6 +34,25 @@ pub struct Change {
     /// For `MODIFIED`: the object before the change (watches use it to turn an object
     /// entering or leaving a selector into `ADDED` or `DELETED`, as the watch cache does).
     pub prev: Option<Value>,
+    /// The encoded watch line (`{"type":…,"object":…}\n`), computed once and shared by
+    /// every watch that sends this change unchanged.
+    pub line: OnceLock<bytes::Bytes>,
+}
+
+impl Change {
+    /// The watch event line for this change, encoded once.
+    pub fn line(&self) -> bytes::Bytes {
+        self.line
+            .get_or_init(|| {
+                let mut line = serde_json::to_vec(
+                    &serde_json::json!({"type": self.kind, "object": self.object}),
+                )
+                .unwrap_or_default();
+                line.push(b'\n');
+                bytes::Bytes::from(line)
+            })
+            .clone()
+    }
 }
 
 /// Retained changes since a point, and a receiver for the changes after them.
@@ -195,6 +214,7 @@ impl Store {
             kind: if prev.is_some() { "MODIFIED" } else { "ADDED" },
             object: object.clone(),
             prev,
+            line: OnceLock::new(),
         });
         object
     }
@@ -215,6 +235,7 @@ impl Store {
             kind: "DELETED",
             object: object.clone(),
             prev: None,
+            line: OnceLock::new(),
         });
         Some(object)
     }
