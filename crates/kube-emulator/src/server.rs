@@ -611,7 +611,7 @@ fn list(
     };
     let store = app.lock();
     let rv = store.current_rv();
-    let mut items: Vec<&Value> = Vec::new();
+    let mut items: Vec<&crate::store::Stored> = Vec::new();
     let mut more = false;
     let mut last = (String::new(), String::new());
     let start = match (&after, ns.is_empty()) {
@@ -619,7 +619,8 @@ fn list(
         (None, false) => Some((ns.to_string(), String::new())),
         (None, true) => None,
     };
-    for o in store.list_after(&def.group, &def.plural, start) {
+    for stored in store.list_after(&def.group, &def.plural, start) {
+        let o = &stored.value;
         let ons = o
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
@@ -644,14 +645,14 @@ fn list(
                 .unwrap_or_default()
                 .to_string(),
         );
-        items.push(o);
+        items.push(stored);
     }
     let rv_s = rv.to_string();
     let continue_token = more.then(|| encode_continue(&last.0, &last.1, rv));
     if as_table {
         let owned: Vec<Value> = items
             .iter()
-            .map(|o| api::as_version(def, (*o).clone()))
+            .map(|o| api::as_version(def, o.value.clone()))
             .collect();
         drop(store);
         let mut t = table_fn(def, &owned, &rv_s, include_object(q), true);
@@ -676,12 +677,12 @@ fn list(
         if i > 0 {
             out.push(b',');
         }
-        let written = if o.get("apiVersion").and_then(Value::as_str) == Some(api_version.as_str()) {
-            serde_json::to_writer(&mut out, o)
+        if o.value.get("apiVersion").and_then(Value::as_str) == Some(api_version.as_str()) {
+            out.extend_from_slice(&o.json);
         } else {
-            serde_json::to_writer(&mut out, &api::as_version(def, (*o).clone()))
-        };
-        written.map_err(|e| ApiError::internal(e.to_string()))?;
+            serde_json::to_writer(&mut out, &api::as_version(def, o.value.clone()))
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+        }
     }
     out.extend_from_slice(b"]}");
     drop(store);

@@ -55,6 +55,33 @@ impl Change {
     }
 }
 
+/// An object with its JSON encoding, computed once per write (lists and watches copy
+/// bytes instead of re-serialising).
+#[derive(Debug, Clone)]
+pub struct Stored {
+    /// The object.
+    pub value: Value,
+    /// `serde_json` encoding of `value`.
+    pub json: bytes::Bytes,
+}
+
+impl Stored {
+    fn new(value: Value) -> Self {
+        let json = bytes::Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+        Self { value, json }
+    }
+}
+
+fn event_line(kind: &str, object_json: &[u8]) -> bytes::Bytes {
+    let mut line = Vec::with_capacity(object_json.len() + 32);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(kind.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    line.extend_from_slice(object_json);
+    line.extend_from_slice(b"}\n");
+    bytes::Bytes::from(line)
+}
+
 /// Retained changes since a point, and a receiver for the changes after them.
 pub type Subscription = (Vec<Arc<Change>>, broadcast::Receiver<Arc<Change>>);
 
@@ -70,7 +97,7 @@ pub struct Snapshot {
 /// The store. Callers hold it behind one mutex, so every operation is atomic.
 pub struct Store {
     rv: u64,
-    objects: HashMap<(String, String), BTreeMap<(String, String), Value>>,
+    objects: HashMap<(String, String), BTreeMap<(String, String), Stored>>,
     uids: HashMap<String, ObjKey>,
     history: VecDeque<Arc<Change>>,
     history_limit: usize,
@@ -121,6 +148,7 @@ impl Store {
         self.objects
             .get(&(group.to_string(), plural.to_string()))
             .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .map(|s| &s.value)
     }
 
     /// Every object of a type, ordered by namespace then name.
@@ -128,7 +156,7 @@ impl Store {
         self.objects
             .get(&(group.to_string(), plural.to_string()))
             .into_iter()
-            .flat_map(|m| m.values())
+            .flat_map(|m| m.values().map(|s| &s.value))
     }
 
     /// Objects of a type in one namespace.
@@ -144,7 +172,7 @@ impl Store {
             .flat_map(move |m| {
                 m.range((ns.to_string(), String::new())..)
                     .take_while(move |((n, _), _)| n == ns)
-                    .map(|(_, v)| v)
+                    .map(|(_, v)| &v.value)
             })
     }
 
@@ -154,7 +182,7 @@ impl Store {
         group: &str,
         plural: &str,
         after: Option<(String, String)>,
-    ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
+    ) -> Box<dyn Iterator<Item = &'a Stored> + 'a> {
         let Some(m) = self.objects.get(&(group.to_string(), plural.to_string())) else {
             return Box::new(std::iter::empty());
         };
@@ -200,11 +228,21 @@ impl Store {
         let ns = meta_str(&object, "namespace").to_string();
         let name = meta_str(&object, "name").to_string();
         let uid = meta_str(&object, "uid").to_string();
+        let stored = Stored::new(object.clone());
+        let line = OnceLock::new();
+        let _ = line.set(event_line("MODIFIED", &stored.json));
+        let added_line = event_line("ADDED", &stored.json);
         let prev = self
             .objects
             .entry((group.to_string(), plural.to_string()))
             .or_default()
-            .insert((ns.clone(), name.clone()), object.clone());
+            .insert((ns.clone(), name.clone()), stored)
+            .map(|s| s.value);
+        let line = if prev.is_some() {
+            line
+        } else {
+            OnceLock::from(added_line)
+        };
         self.uids
             .insert(uid, (group.to_string(), plural.to_string(), ns, name));
         self.record(Change {
@@ -214,7 +252,7 @@ impl Store {
             kind: if prev.is_some() { "MODIFIED" } else { "ADDED" },
             object: object.clone(),
             prev,
-            line: OnceLock::new(),
+            line,
         });
         object
     }
@@ -224,7 +262,8 @@ impl Store {
         let mut object = self
             .objects
             .get_mut(&(group.to_string(), plural.to_string()))?
-            .remove(&(ns.to_string(), name.to_string()))?;
+            .remove(&(ns.to_string(), name.to_string()))?
+            .value;
         self.uids.remove(meta_str(&object, "uid"));
         self.rv += 1;
         object["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
@@ -268,7 +307,7 @@ impl Store {
         let mut objects = Vec::new();
         for ((g, p), m) in &self.objects {
             for v in m.values() {
-                objects.push((g.clone(), p.clone(), v.clone()));
+                objects.push((g.clone(), p.clone(), v.value.clone()));
             }
         }
         Snapshot {
@@ -290,7 +329,7 @@ impl Store {
             self.objects
                 .entry((g, p))
                 .or_default()
-                .insert((ns, name), v);
+                .insert((ns, name), Stored::new(v));
         }
     }
 }
