@@ -167,7 +167,12 @@ fn check_type(def: &ResourceDef, body: &mut Value) -> ApiResult<()> {
 }
 
 /// Prunes and validates a custom resource against its schema.
-fn validate_custom(def: &ResourceDef, obj: &mut Value, ctx: &mut Ctx) -> ApiResult<()> {
+fn validate_custom(
+    def: &ResourceDef,
+    obj: &mut Value,
+    old: Option<&Value>,
+    ctx: &mut Ctx,
+) -> ApiResult<()> {
     let Some(schema) = &def.schema else {
         return Ok(());
     };
@@ -193,7 +198,10 @@ fn validate_custom(def: &ResourceDef, obj: &mut Value, ctx: &mut Ctx) -> ApiResu
             FieldValidation::Ignore => {}
         }
     }
-    let causes = schema.validate(obj);
+    let mut causes = schema.validate(obj);
+    if causes.is_empty() {
+        causes = schema.validate_rules(obj, old);
+    }
     if !causes.is_empty() {
         return Err(ApiError::invalid(
             &def.group,
@@ -455,7 +463,7 @@ pub fn create(
         m.remove("status");
     }
     if def.custom {
-        validate_custom(def, &mut body, ctx)?;
+        validate_custom(def, &mut body, None, ctx)?;
     }
     builtin_fixups(def, &mut body, true)?;
     admission(
@@ -605,7 +613,7 @@ pub fn update(
         }
     }
     if def.custom {
-        validate_custom(def, &mut new, ctx)?;
+        validate_custom(def, &mut new, Some(&old), ctx)?;
     }
     builtin_fixups(def, &mut new, false)?;
     if def.has_generation

@@ -220,6 +220,16 @@ impl CrdSchema {
         causes
     }
 
+    /// Evaluates `x-kubernetes-validations` CEL rules (`self`, and `oldSelf` for
+    /// transition rules, which are skipped when there is no old value), as in
+    /// <https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#validation-rules>.
+    /// Only called when the schema itself is satisfied.
+    pub fn validate_rules(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        rules_at(&self.raw, object, old, "", &mut causes);
+        causes
+    }
+
     /// Drops fields the schema does not declare (Kubernetes pruning). Returns the dotted
     /// paths that were dropped (for `fieldValidation=Strict|Warn`).
     pub fn prune(&self, object: &mut Value) -> Vec<String> {
@@ -243,6 +253,88 @@ impl CrdSchema {
             }
         }
         dropped
+    }
+}
+
+fn rules_at(
+    schema: &Value,
+    value: &Value,
+    old: Option<&Value>,
+    path: &str,
+    causes: &mut Vec<Cause>,
+) {
+    if let Some(rules) = schema
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+    {
+        for r in rules {
+            let rule = r.get("rule").and_then(Value::as_str).unwrap_or("true");
+            let uses_old = rule.contains("oldSelf");
+            if uses_old && old.is_none() {
+                continue;
+            }
+            let null = Value::Null;
+            let mut vars: Vec<(&str, &Value)> = vec![("self", value)];
+            if let Some(o) = old {
+                vars.push(("oldSelf", o));
+            } else {
+                vars.push(("oldSelf", &null));
+            }
+            let failed = match crate::admission::eval(rule, &vars) {
+                Ok(Value::Bool(true)) => None,
+                Ok(_) => Some(
+                    r.get("messageExpression")
+                        .and_then(Value::as_str)
+                        .and_then(|m| crate::admission::eval(m, &vars).ok())
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .or_else(|| r.get("message").and_then(Value::as_str).map(str::to_string))
+                        .unwrap_or_else(|| format!("failed rule: {rule}")),
+                ),
+                Err(e) => Some(format!("rule evaluation error: {e}")),
+            };
+            if let Some(message) = failed {
+                let field = match r.get("fieldPath").and_then(Value::as_str) {
+                    Some(fp) => format!("{path}{fp}"),
+                    None => path.to_string(),
+                };
+                let reason = match r.get("reason").and_then(Value::as_str) {
+                    Some("FieldValueRequired") => "FieldValueRequired",
+                    Some("FieldValueForbidden") => "FieldValueForbidden",
+                    Some("FieldValueDuplicate") => "FieldValueDuplicate",
+                    _ => "FieldValueInvalid",
+                };
+                causes.push(Cause {
+                    reason: reason.into(),
+                    message: format!("Invalid value: \"{}\": {message}", type_name(value)),
+                    field: field.trim_start_matches('.').to_string(),
+                });
+            }
+        }
+    }
+    match value {
+        Value::Object(map) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (k, v) in map {
+                if path.is_empty() && k == "metadata" {
+                    continue;
+                }
+                let sub = props.and_then(|p| p.get(k)).or(additional);
+                if let Some(sub) = sub {
+                    let old_v = old.and_then(|o| o.get(k));
+                    rules_at(sub, v, old_v, &format!("{path}.{k}"), causes);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, v) in items.iter().enumerate() {
+                    // Transition rules on list items are not correlated (no oldSelf).
+                    rules_at(item_schema, v, None, &format!("{path}[{i}]"), causes);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -346,6 +438,36 @@ mod tests {
             s.validate(&json!({"spec": {"poolRef": "a", "port": 80}}))
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn cel_validation_rules_with_transition() {
+        let s = CrdSchema::compile(&json!({
+            "type": "object",
+            "properties": {"spec": {
+                "type": "object",
+                "x-kubernetes-validations": [{"rule": "self.min <= self.max", "message": "min must not exceed max"}],
+                "properties": {
+                    "min": {"type": "integer"},
+                    "max": {"type": "integer"},
+                    "poolRef": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "poolRef is immutable"}]}
+                }
+            }}
+        }))
+        .unwrap();
+        assert!(
+            s.validate_rules(&json!({"spec": {"min": 1, "max": 2, "poolRef": "a"}}), None)
+                .is_empty()
+        );
+        let c = s.validate_rules(&json!({"spec": {"min": 3, "max": 2}}), None);
+        assert_eq!((c.len(), c[0].field.as_str()), (1, "spec"), "{c:?}");
+        assert!(c[0].message.contains("min must not exceed max"));
+        let old = json!({"spec": {"min": 1, "max": 2, "poolRef": "a"}});
+        let c = s.validate_rules(
+            &json!({"spec": {"min": 1, "max": 2, "poolRef": "b"}}),
+            Some(&old),
+        );
+        assert_eq!((c.len(), c[0].field.as_str()), (1, "spec.poolRef"), "{c:?}");
     }
 
     #[test]

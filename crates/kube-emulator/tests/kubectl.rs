@@ -473,6 +473,20 @@ async fn schema_validation_errors_for_bad_crs() {
     let unknown = k.file("unknown.yaml", "apiVersion: banlieue.io/v1alpha1\nkind: VirtualMachineClaim\nmetadata:\n  name: bad3\nspec:\n  poolRef: p\n  bogus: 1\n");
     let err = k.fail(&["create", "-f", &unknown]).await;
     assert!(err.contains(r#"unknown field "spec.bogus""#), "{err}");
+    let err = k
+        .fail(&[
+            "patch",
+            "vmc",
+            "claim-a",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"ttlSeconds":90000}}"#,
+        ])
+        .await;
+    assert!(
+        err.contains("ttlSeconds must be at most a day"),
+        "CEL rule: {err}"
+    );
     let ok = k.ok(&["create", "-f", &unknown, "--validate=false"]).await;
     assert!(ok.contains("created"), "{ok}");
     let pruned = k
