@@ -752,9 +752,12 @@ fn watch(
         .map(Duration::from_secs)
         .unwrap_or(Duration::from_secs(1800));
     let include = include_object(q);
+    // `sendInitialEvents=true` (streaming lists): the current state as ADDED events, then
+    // a bookmark annotated `k8s.io/initial-events-end`, whatever resourceVersion was given.
+    let send_initial = truthy(q, "sendInitialEvents");
     let from = q
         .get("resourceVersion")
-        .filter(|r| !r.is_empty() && *r != "0")
+        .filter(|r| !r.is_empty() && *r != "0" && !send_initial)
         .cloned();
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::convert::Infallible>>(256);
     let encode = {
@@ -839,6 +842,19 @@ fn watch(
         let mut last_rv = start_rv;
         for (kind, obj) in initial {
             if tx.send(Ok(encode(&kind, obj))).await.is_err() {
+                return;
+            }
+        }
+        if send_initial {
+            let bm = json!({
+                "kind": filter.def.kind,
+                "apiVersion": filter.def.api_version(),
+                "metadata": {
+                    "resourceVersion": last_rv.to_string(),
+                    "annotations": {"k8s.io/initial-events-end": "true"}
+                }
+            });
+            if tx.send(Ok(watch_line("BOOKMARK", &bm))).await.is_err() {
                 return;
             }
         }

@@ -500,3 +500,37 @@ async fn watch_with_selector_sees_objects_enter_and_leave() {
     assert_eq!(kinds, vec!["ADDED", "MODIFIED", "DELETED"]);
     emu.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watcher_with_streaming_lists() {
+    let (emu, client) = start(EmulatorConfig::default()).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "pre"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let mut events = watcher(cms.clone(), watcher::Config::default().streaming_lists()).boxed();
+    let mut initial = Vec::new();
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            match events.try_next().await.expect("ok").expect("open") {
+                watcher::Event::InitApply(o) => initial.push(o.name_any()),
+                watcher::Event::InitDone => break,
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("initial events end in time");
+    assert_eq!(initial, vec!["pre"]);
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "post"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let next = tokio::time::timeout(DEADLINE, events.try_next())
+        .await
+        .expect("in time")
+        .expect("ok")
+        .expect("open");
+    assert!(
+        matches!(next, watcher::Event::Apply(ref o) if o.name_any() == "post"),
+        "{next:?}"
+    );
+    emu.shutdown().await;
+}
