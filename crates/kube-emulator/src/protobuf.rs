@@ -143,6 +143,8 @@ const SAR_SPEC: &[F] = &[
 ];
 const SAR: &[F] = &[META, F(2, "spec", T::Msg(SAR_SPEC), false)];
 const SSR: &[F] = &[META];
+const SSRR_SPEC: &[F] = &[F(1, "namespace", T::Str, false)];
+const SSRR: &[F] = &[META, F(2, "spec", T::Msg(SSRR_SPEC), false)];
 const LEASE_SPEC: &[F] = &[
     F(1, "holderIdentity", T::Str, false),
     F(2, "leaseDurationSeconds", T::I32, false),
@@ -176,6 +178,7 @@ fn schema_for(api_version: &str, kind: &str) -> Option<&'static [F]> {
         ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => SSAR,
         ("authorization.k8s.io/v1", "SubjectAccessReview") => SAR,
         ("authentication.k8s.io/v1", "SelfSubjectReview") => SSR,
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => SSRR,
         ("coordination.k8s.io/v1", "Lease") => LEASE,
         (_, "DeleteOptions") => DELETE_OPTIONS,
         _ => return None,

@@ -205,6 +205,59 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> Decision {
     }
 }
 
+/// Every rule that applies to the user in a namespace (cluster-wide bindings plus the
+/// namespace's RoleBindings), for SelfSubjectRulesReview. `system:masters` gets `*`.
+pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> Vec<Value> {
+    if user.groups.iter().any(|g| g == "system:masters") {
+        return vec![
+            serde_json::json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}),
+            serde_json::json!({"verbs": ["*"], "nonResourceURLs": ["*"]}),
+        ];
+    }
+    let mut out = Vec::new();
+    for crb in store.list_all(RBAC, "clusterrolebindings") {
+        let subjects = crb
+            .get("subjects")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if subjects
+            .iter()
+            .any(|s| subject_matches(s, user, "").is_some())
+        {
+            let role = crb
+                .pointer("/roleRef/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            out.extend(rules_of(store, "ClusterRole", role, ""));
+        }
+    }
+    if !namespace.is_empty() {
+        for rb in store.list_ns(RBAC, "rolebindings", namespace) {
+            let subjects = rb
+                .get("subjects")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if subjects
+                .iter()
+                .any(|s| subject_matches(s, user, namespace).is_some())
+            {
+                let kind = rb
+                    .pointer("/roleRef/kind")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let role = rb
+                    .pointer("/roleRef/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                out.extend(rules_of(store, kind, role, namespace));
+            }
+        }
+    }
+    out
+}
+
 /// The real server's denial message, e.g.
 /// `configmaps "x" is forbidden: User "alice" cannot get resource "configmaps" in API group "" in the namespace "default"`.
 pub fn forbidden_message(user: &UserInfo, a: &Attributes) -> String {

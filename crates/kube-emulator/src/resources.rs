@@ -23,6 +23,8 @@ pub enum Special {
     SubjectAccessReview,
     /// `authentication.k8s.io` SelfSubjectReview (`kubectl auth whoami`).
     SelfSubjectReview,
+    /// `authorization.k8s.io` SelfSubjectRulesReview (`kubectl auth can-i --list`).
+    SelfSubjectRulesReview,
 }
 
 /// One `additionalPrinterColumns` entry of a CRD version.
@@ -214,6 +216,14 @@ pub fn builtins() -> Vec<ResourceDef> {
             false,
         )
         .special(Special::SubjectAccessReview),
+        R::builtin(
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectrulesreviews",
+            "SelfSubjectRulesReview",
+            false,
+        )
+        .special(Special::SelfSubjectRulesReview),
         R::builtin(
             "authentication.k8s.io",
             "v1",

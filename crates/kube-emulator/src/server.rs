@@ -923,6 +923,35 @@ fn review(
     }
     body["apiVersion"] = json!(def.api_version());
     body["kind"] = json!(def.kind);
+    if def.special == Special::SelfSubjectRulesReview {
+        let ns = body
+            .pointer("/spec/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let rules = {
+            let store = app.lock();
+            rbac::rules_for(&store, user, &ns)
+        };
+        let (non_resource, resource): (Vec<Value>, Vec<Value>) = rules
+            .into_iter()
+            .partition(|r| r.get("nonResourceURLs").is_some());
+        let strip = |r: Value, keys: &[&str]| {
+            let mut o = serde_json::Map::new();
+            for k in keys {
+                if let Some(v) = r.get(*k) {
+                    o.insert((*k).to_string(), v.clone());
+                }
+            }
+            Value::Object(o)
+        };
+        body["status"] = json!({
+            "resourceRules": resource.into_iter().map(|r| strip(r, &["verbs", "apiGroups", "resources", "resourceNames"])).collect::<Vec<_>>(),
+            "nonResourceRules": non_resource.into_iter().map(|r| strip(r, &["verbs", "nonResourceURLs"])).collect::<Vec<_>>(),
+            "incomplete": false,
+        });
+        return Ok(json_response(StatusCode::CREATED, &body));
+    }
     if def.special == Special::SelfSubjectReview {
         body["status"] = json!({"userInfo": user});
         return Ok(json_response(StatusCode::CREATED, &body));
