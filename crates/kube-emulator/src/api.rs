@@ -466,6 +466,10 @@ pub fn create(
         validate_custom(def, &mut body, None, ctx)?;
     }
     builtin_fixups(def, &mut body, true)?;
+    if def.group == "rbac.authorization.k8s.io" {
+        crate::rbac::check_escalation(store, ctx.user, &def.plural, store_ns, &body)
+            .map_err(ApiError::forbidden)?;
+    }
     admission(
         store,
         def,
@@ -632,6 +636,10 @@ pub fn update(
     }
     if old_cmp == new {
         return Ok(as_version(def, old));
+    }
+    if def.group == "rbac.authorization.k8s.io" {
+        crate::rbac::check_escalation(store, ctx.user, &def.plural, store_ns, &new)
+            .map_err(ApiError::forbidden)?;
     }
     admission(
         store,

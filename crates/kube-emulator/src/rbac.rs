@@ -258,6 +258,177 @@ pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> Vec<Value> 
     out
 }
 
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The rules of `rules` that `user` does not hold in `namespace` (every
+/// group × resource × verb × name combination must be allowed; a `*` is only covered by a
+/// `*`), formatted as the real server lists them.
+fn missing_rules(store: &Store, user: &UserInfo, namespace: &str, rules: &[Value]) -> Vec<String> {
+    let mut missing = Vec::new();
+    for rule in rules {
+        let verbs = strings(rule.get("verbs"));
+        let urls = strings(rule.get("nonResourceURLs"));
+        let mut held = true;
+        if !urls.is_empty() {
+            for url in &urls {
+                for verb in &verbs {
+                    let a = Attributes {
+                        verb: verb.clone(),
+                        path: url.clone(),
+                        ..Attributes::default()
+                    };
+                    held &= authorize(store, user, &a).allowed;
+                }
+            }
+        } else {
+            let groups = strings(rule.get("apiGroups"));
+            let resources = strings(rule.get("resources"));
+            let mut names = strings(rule.get("resourceNames"));
+            if names.is_empty() {
+                names.push(String::new());
+            }
+            for g in &groups {
+                for r in &resources {
+                    let (resource, sub) = r.split_once('/').unwrap_or((r.as_str(), ""));
+                    for v in &verbs {
+                        for n in &names {
+                            let a = Attributes {
+                                verb: v.clone(),
+                                namespace: namespace.to_string(),
+                                group: g.clone(),
+                                resource: resource.to_string(),
+                                subresource: sub.to_string(),
+                                name: n.clone(),
+                                resource_request: true,
+                                path: String::new(),
+                            };
+                            held &= authorize(store, user, &a).allowed;
+                        }
+                    }
+                }
+            }
+        }
+        if !held {
+            let q = |v: Vec<String>| {
+                v.iter()
+                    .map(|x| format!("{x:?}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let mut parts = Vec::new();
+            if rule.get("apiGroups").is_some() {
+                parts.push(format!("APIGroups:[{}]", q(strings(rule.get("apiGroups")))));
+            }
+            if rule.get("resources").is_some() {
+                parts.push(format!("Resources:[{}]", q(strings(rule.get("resources")))));
+            }
+            if rule.get("resourceNames").is_some() {
+                parts.push(format!(
+                    "ResourceNames:[{}]",
+                    q(strings(rule.get("resourceNames")))
+                ));
+            }
+            if !urls.is_empty() {
+                parts.push(format!("NonResourceURLs:[{}]", q(urls)));
+            }
+            parts.push(format!("Verbs:[{}]", q(verbs)));
+            missing.push(format!("{{{}}}", parts.join(", ")));
+        }
+    }
+    missing
+}
+
+/// RBAC escalation prevention
+/// (<https://kubernetes.io/docs/reference/access-authn-authz/rbac/#privilege-escalation-prevention-and-bootstrapping>):
+/// a Role/ClusterRole may only hold rules its author holds (or the author has `escalate`);
+/// a binding needs `bind` on the role or the role's rules.
+///
+/// Errors: the real `Forbidden` text (`… is attempting to grant RBAC permissions not currently held: …`).
+pub fn check_escalation(
+    store: &Store,
+    user: &UserInfo,
+    plural: &str,
+    namespace: &str,
+    obj: &Value,
+) -> Result<(), String> {
+    if user.groups.iter().any(|g| g == "system:masters") {
+        return Ok(());
+    }
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let verb_allowed = |verb: &str, resource: &str, res_name: &str, ns: &str| {
+        let a = Attributes {
+            verb: verb.into(),
+            namespace: ns.into(),
+            group: RBAC.into(),
+            resource: resource.into(),
+            name: res_name.into(),
+            resource_request: true,
+            ..Attributes::default()
+        };
+        authorize(store, user, &a).allowed
+    };
+    let rules: Vec<Value> = match plural {
+        "roles" | "clusterroles" => {
+            if verb_allowed("escalate", plural, name, namespace) {
+                return Ok(());
+            }
+            obj.get("rules")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        }
+        "rolebindings" | "clusterrolebindings" => {
+            let kind = obj
+                .pointer("/roleRef/kind")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let role = obj
+                .pointer("/roleRef/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let (role_resource, role_ns) = if kind == "Role" {
+                ("roles", namespace)
+            } else {
+                ("clusterroles", "")
+            };
+            if verb_allowed("bind", role_resource, role, role_ns)
+                || verb_allowed("bind", role_resource, role, namespace)
+            {
+                return Ok(());
+            }
+            rules_of(store, kind, role, namespace)
+        }
+        _ => return Ok(()),
+    };
+    let missing = missing_rules(store, user, namespace, &rules);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let groups = user
+        .groups
+        .iter()
+        .map(|g| format!("{g:?}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    Err(format!(
+        "{}.{RBAC} \"{name}\" is forbidden: user \"{}\" (groups=[{groups}]) is attempting to grant RBAC permissions not currently held:\n{}",
+        plural,
+        user.username,
+        missing.join("\n")
+    ))
+}
+
 /// The real server's denial message, e.g.
 /// `configmaps "x" is forbidden: User "alice" cannot get resource "configmaps" in API group "" in the namespace "default"`.
 pub fn forbidden_message(user: &UserInfo, a: &Attributes) -> String {

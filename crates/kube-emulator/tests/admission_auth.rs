@@ -364,3 +364,68 @@ async fn anonymous_refused_and_impersonation_needs_rbac() {
     tokio::time::sleep(Duration::from_millis(10)).await;
     emu.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_escalation_is_prevented() {
+    let (emu, admin) = start(EmulatorConfig::default()).await;
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    // role-admin may manage roles and bindings and read configmaps, nothing more.
+    post_cluster(&admin, &format!("{rbac}/clusterroles"), json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "role-admin"},
+        "rules": [
+            // Not "*": that would include the escalate and bind verbs.
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles", "clusterrolebindings"], "verbs": ["get", "list", "create", "update", "patch", "delete"]},
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}
+        ]
+    })).await;
+    post_cluster(&admin, &format!("{rbac}/clusterroles"), json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "secret-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    })).await;
+    post_cluster(&admin, &format!("{rbac}/clusterrolebindings"), json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "role-admins"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "role-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "console:carol"}]
+    })).await;
+    emu.add_token("carol-token", UserInfo::new("console:carol", &[]));
+    let http = https(&emu);
+    let post = |path: String, body: Value| {
+        let http = http.clone();
+        let url = format!("{}{path}", emu.base_url());
+        async move {
+            let r = http
+                .post(url)
+                .bearer_auth("carol-token")
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let held = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "cm-viewer"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]});
+    assert_eq!(
+        post(format!("{rbac}/clusterroles"), held).await.0,
+        201,
+        "a role within one's own rights"
+    );
+    let (code, body) = post(format!("{rbac}/clusterroles"), json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "sneaky"}, "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]})).await;
+    assert_eq!(code, 403, "{body}");
+    let msg = body["message"].as_str().unwrap();
+    assert!(
+        msg.contains("is attempting to grant RBAC permissions not currently held")
+            && msg.contains(r#"Resources:["secrets"]"#),
+        "{msg}"
+    );
+    let (code, body) = post(format!("{rbac}/clusterrolebindings"), json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "grab"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "secret-reader"},
+        "subjects": [{"kind": "User", "name": "console:carol"}]})).await;
+    assert_eq!(code, 403, "binding a role one does not hold: {body}");
+    let (code, _) = post(format!("{rbac}/clusterrolebindings"), json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "share"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cm-viewer"},
+        "subjects": [{"kind": "User", "name": "console:dave"}]})).await;
+    assert_eq!(code, 201, "binding a role within one's rights");
+    emu.shutdown().await;
+}
