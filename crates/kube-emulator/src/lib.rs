@@ -119,6 +119,7 @@ pub struct Emulator {
     admin_token: String,
     state: Arc<AppState>,
     stop: Option<oneshot::Sender<()>>,
+    closing: tokio::sync::watch::Sender<bool>,
     ca_pem: Option<String>,
     task: Option<tokio::task::JoinHandle<()>>,
     state_file: Option<PathBuf>,
@@ -278,7 +279,9 @@ impl Emulator {
                 addr: config.listen,
                 source,
             })?;
+        let (closing, closing_rx) = tokio::sync::watch::channel(false);
         let state = Arc::new(AppState {
+            closing: closing_rx,
             store: Mutex::new(store),
             auth,
             gc: Notify::new(),
@@ -356,6 +359,7 @@ impl Emulator {
             admin_token,
             state,
             stop: Some(stop_tx),
+            closing,
             ca_pem,
             task: Some(task),
             state_file: config.state_file,
@@ -424,6 +428,7 @@ impl Emulator {
 
     /// Stops the server, waits for it, and writes a final snapshot.
     pub async fn shutdown(mut self) {
+        let _ = self.closing.send(true);
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

@@ -34,6 +34,8 @@ pub struct AppState {
     pub bookmark_interval: Duration,
     /// `host:port` the server listens on.
     pub address: String,
+    /// Set to `true` when the server stops; open watches end then.
+    pub closing: tokio::sync::watch::Receiver<bool>,
 }
 
 impl AppState {
@@ -837,6 +839,7 @@ fn watch(
     };
     let interval = app.bookmark_interval;
     let api_version = def.api_version();
+    let mut closing = app.closing.clone();
     tokio::spawn(async move {
         let mut encode = encode;
         let mut last_rv = start_rv;
@@ -866,6 +869,7 @@ fn watch(
             tokio::select! {
                 _ = &mut deadline => return,
                 _ = tx.closed() => return,
+                _ = closing.changed() => return,
                 _ = ticker.tick(), if bookmarks => {
                     let bm = json!({"kind": filter.def.kind, "apiVersion": filter.def.api_version(), "metadata": {"resourceVersion": last_rv.to_string()}});
                     if tx.send(Ok(watch_line("BOOKMARK", &bm))).await.is_err() {
