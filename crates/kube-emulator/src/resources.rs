@@ -73,6 +73,8 @@ pub struct ResourceDef {
     pub printer_columns: Vec<PrinterColumn>,
     /// True for CRD-defined kinds.
     pub custom: bool,
+    /// Extra field-selector paths (CRD `selectableFields`, dotted without the leading dot).
+    pub selectable_fields: Vec<String>,
 }
 
 impl ResourceDef {
@@ -92,6 +94,7 @@ impl ResourceDef {
             schema: None,
             printer_columns: Vec::new(),
             custom: false,
+            selectable_fields: Vec::new(),
         }
     }
 
@@ -113,6 +116,30 @@ impl ResourceDef {
     fn with_generation(mut self) -> Self {
         self.has_generation = true;
         self
+    }
+
+    /// Whether `field` may be used in a field selector on this type (as the real server
+    /// allows per kind).
+    pub fn field_selectable(&self, field: &str) -> bool {
+        if matches!(field, "metadata.name" | "metadata.namespace") {
+            return true;
+        }
+        if self.custom {
+            return self.selectable_fields.iter().any(|f| f == field);
+        }
+        match (self.group.as_str(), self.plural.as_str()) {
+            ("", "secrets") => field == "type",
+            ("", "namespaces") => field == "status.phase",
+            ("", "events") => {
+                field.starts_with("involvedObject.")
+                    || matches!(field, "reason" | "reportingComponent" | "source" | "type")
+            }
+            ("events.k8s.io", "events") => {
+                field.starts_with("regarding.")
+                    || matches!(field, "reason" | "reportingController" | "type")
+            }
+            _ => false,
+        }
     }
 
     /// `v1` or `<group>/<version>`.
@@ -341,6 +368,16 @@ pub fn from_crd(crd: &Value) -> Result<Vec<ResourceDef>, String> {
             schema,
             printer_columns,
             custom: true,
+            selectable_fields: v
+                .get("selectableFields")
+                .and_then(Value::as_array)
+                .map(|fs| {
+                    fs.iter()
+                        .filter_map(|f| f["jsonPath"].as_str())
+                        .map(|p| p.trim_start_matches('.').to_string())
+                        .collect()
+                })
+                .unwrap_or_default(),
         });
     }
     Ok(out)

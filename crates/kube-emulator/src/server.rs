@@ -449,6 +449,9 @@ async fn dispatch(
             } else if ct.starts_with("application/merge-patch+json") {
                 PatchType::Merge
             } else if ct.starts_with("application/strategic-merge-patch+json") {
+                if def.custom {
+                    return Err(ApiError::unsupported_media_type(ct));
+                }
                 PatchType::Strategic
             } else if ct.starts_with("application/apply-patch+yaml")
                 || ct.starts_with("application/apply-patch+cbor")
@@ -520,7 +523,7 @@ async fn dispatch(
             if let Some(p) = q.get("propagationPolicy") {
                 opts["propagationPolicy"] = json!(p);
             }
-            let (labels, fields) = selectors(&q)?;
+            let (labels, fields) = selectors(&def, &q)?;
             let mut store = app.lock();
             let names: Vec<(String, String)> = store
                 .list_all(&def.group, &def.plural)
@@ -568,7 +571,7 @@ fn table_fn(
     table(def, objs, rv, include, cols)
 }
 
-fn selectors(q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> {
+fn selectors(def: &ResourceDef, q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> {
     let labels = match q.get("labelSelector") {
         Some(s) => LabelSelector::parse(s).map_err(ApiError::bad_request)?,
         None => LabelSelector::default(),
@@ -577,6 +580,17 @@ fn selectors(q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> {
         Some(s) => FieldSelector::parse(s).map_err(ApiError::bad_request)?,
         None => FieldSelector::default(),
     };
+    for (field, _, _) in &fields.0 {
+        if !def.field_selectable(field) {
+            return Err(ApiError::bad_request(if def.custom {
+                format!(
+                    "\"{field}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                )
+            } else {
+                format!("field label not supported: {field}")
+            }));
+        }
+    }
     Ok((labels, fields))
 }
 
@@ -601,7 +615,7 @@ fn list(
     q: &Query,
     as_table: bool,
 ) -> ApiResult<Response> {
-    let (labels, fields) = selectors(q)?;
+    let (labels, fields) = selectors(def, q)?;
     let limit: usize = q
         .get("limit")
         .and_then(|l| l.parse().ok())
@@ -740,7 +754,7 @@ fn watch(
     q: &Query,
     as_table: bool,
 ) -> ApiResult<Response> {
-    let (labels, fields) = selectors(q)?;
+    let (labels, fields) = selectors(&def, q)?;
     let filter = WatchFilter {
         def: def.clone(),
         ns,
