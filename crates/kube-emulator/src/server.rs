@@ -423,7 +423,8 @@ async fn dispatch(
             let body = parse_body(headers, &body)?;
             let obj = {
                 let mut store = app.lock();
-                api::update(
+                let removals = store.removals();
+                let o = api::update(
                     &mut store,
                     &def,
                     &ns,
@@ -431,9 +432,12 @@ async fn dispatch(
                     &info.subresource,
                     body,
                     &mut ctx,
-                )?
+                )?;
+                if store.removals() != removals {
+                    app.gc.notify_one();
+                }
+                o
             };
-            app.gc.notify_one();
             Ok(with_warnings(
                 json_response(StatusCode::OK, &obj),
                 &ctx.warnings,
@@ -471,6 +475,7 @@ async fn dispatch(
                 let existed = store
                     .get(&def.group, &def.plural, &ns, &info.name)
                     .is_some();
+                let removals = store.removals();
                 let o = api::patch(
                     &mut store,
                     &def,
@@ -481,9 +486,11 @@ async fn dispatch(
                     body,
                     &mut ctx,
                 )?;
+                if store.removals() != removals {
+                    app.gc.notify_one();
+                }
                 (o, !existed)
             };
-            app.gc.notify_one();
             let code = if created && !dry_run {
                 StatusCode::CREATED
             } else {

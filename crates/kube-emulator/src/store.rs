@@ -106,6 +106,7 @@ pub struct Store {
     tx: broadcast::Sender<Arc<Change>>,
     /// Set on every write; cleared by the snapshot writer.
     pub dirty: bool,
+    removals: u64,
 }
 
 /// The watch start point asked for is older than the retained history (HTTP 410).
@@ -135,7 +136,13 @@ impl Store {
             registry: Registry::with_builtins(),
             tx,
             dirty: false,
+            removals: 0,
         }
+    }
+
+    /// How many objects have been removed so far (the garbage collector runs when it moves).
+    pub fn removals(&self) -> u64 {
+        self.removals
     }
 
     /// The current (latest) resourceVersion.
@@ -265,6 +272,7 @@ impl Store {
             .remove(&(ns.to_string(), name.to_string()))?
             .value;
         self.uids.remove(meta_str(&object, "uid"));
+        self.removals += 1;
         self.rv += 1;
         object["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
         self.record(Change {
