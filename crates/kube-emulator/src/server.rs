@@ -513,14 +513,35 @@ async fn dispatch(
             {
                 ctx.dry_run = true;
             }
-            let obj = {
+            let (obj, removed) = {
                 let mut store = app.lock();
-                api::delete(&mut store, &def, &ns, &info.name, &opts, &mut ctx)?
+                let o = api::delete(&mut store, &def, &ns, &info.name, &opts, &mut ctx)?;
+                let still_there = store
+                    .get(&def.group, &def.plural, &ns, &info.name)
+                    .is_some();
+                (o, !still_there && !ctx.dry_run)
             };
             app.gc.notify_one();
-            // The real server answers 200 whether the object is gone or only marked.
-            let code = StatusCode::OK;
-            Ok(json_response(code, &obj))
+            // The real server answers 200 whether the object is gone or only marked. Built-in
+            // stores (ReturnDeletedObject=false) answer a removal with a Success Status;
+            // custom resources and CRDs return the object.
+            let returns_object = def.custom || def.plural == "customresourcedefinitions";
+            if removed && !returns_object {
+                let status = json!({
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "details": {
+                        "name": info.name,
+                        "group": def.group,
+                        "kind": def.plural,
+                        "uid": obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null),
+                    }
+                });
+                return Ok(json_response(StatusCode::OK, &status));
+            }
+            Ok(json_response(StatusCode::OK, &obj))
         }
         "deletecollection" => {
             let mut opts = parse_body(headers, &body)?;

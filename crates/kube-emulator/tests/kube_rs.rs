@@ -194,9 +194,14 @@ async fn api_crud_on_configmaps_and_custom_resources() {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     );
-    cms.delete("a", &DeleteParams::default())
+    let deleted = cms
+        .delete("a", &DeleteParams::default())
         .await
         .expect("delete");
+    assert!(
+        deleted.is_right(),
+        "a removed ConfigMap is answered with a Success Status"
+    );
     let (code, reason) = api_error(cms.get("a").await.unwrap_err());
     assert_eq!((code, reason.as_str()), (404, "NotFound"));
 
