@@ -175,9 +175,13 @@ async fn validating_admission_policy_with_params_variables_and_message_expressio
     emu.shutdown().await;
 }
 
-async fn serve_issuer(jwk: Value) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
+/// An OIDC issuer on loopback HTTPS (its own CA); returns the issuer URL and the CA PEM.
+async fn serve_issuer(jwk: Value) -> (String, String) {
+    let certs = kube_emulator::tls::generate().expect("certs");
+    let acceptor = kube_emulator::tls::acceptor(&certs).expect("acceptor");
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", tcp.local_addr().unwrap());
+    let listener = kube_emulator::tls::TlsListener::new(tcp, acceptor).unwrap();
     let issuer = url.clone();
     let app = axum::Router::new()
         .route(
@@ -197,7 +201,7 @@ async fn serve_issuer(jwk: Value) -> String {
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
-    url
+    (url, certs.ca_pem)
 }
 
 fn now() -> u64 {
@@ -213,9 +217,10 @@ async fn jwt_authenticator_maps_claims_with_prefixes() {
     let raw = key.public_key_raw();
     let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
     let jwk = json!({"kty": "EC", "crv": "P-256", "x": b64(&raw[1..33]), "y": b64(&raw[33..65]), "kid": "k1", "alg": "ES256", "use": "sig"});
-    let issuer = serve_issuer(jwk).await;
+    let (issuer, issuer_ca) = serve_issuer(jwk).await;
+    let ca_block: String = issuer_ca.lines().map(|l| format!("      {l}\n")).collect();
     let cfg = parse_authentication_configuration(&format!(
-        "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n    url: {issuer}\n    audiences: [kubernetes]\n  claimMappings:\n    username:\n      claim: sub\n      prefix: 'console:'\n    groups:\n      claim: groups\n      prefix: 'console:'\n"
+        "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n    url: {issuer}\n    audiences: [kubernetes]\n    certificateAuthority: |\n{ca_block}  claimMappings:\n    username:\n      claim: sub\n      prefix: 'console:'\n    groups:\n      claim: groups\n      prefix: 'console:'\n"
     ))
     .expect("config parses");
     let (emu, _admin) = start(EmulatorConfig {
