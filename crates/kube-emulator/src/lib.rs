@@ -95,6 +95,9 @@ pub struct EmulatorConfig {
     pub gc_interval: Duration,
     /// Serve HTTPS with a generated CA (default). kubectl needs it to send tokens.
     pub tls: bool,
+    /// Where to keep the CA, server certificate and admin token across restarts (JSON,
+    /// written with mode 0600 on first start), so a kubeconfig stays valid.
+    pub identity_file: Option<PathBuf>,
 }
 
 impl Default for EmulatorConfig {
@@ -109,6 +112,7 @@ impl Default for EmulatorConfig {
             bookmark_interval: Duration::from_secs(10),
             gc_interval: Duration::from_millis(500),
             tls: true,
+            identity_file: None,
         }
     }
 }
@@ -218,11 +222,84 @@ fn seed(store: &mut Store) {
     }
 }
 
+/// What the identity file holds.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Identity {
+    admin_token: String,
+    ca_pem: String,
+    /// Base64 DER.
+    cert_der: String,
+    /// Base64 PKCS#8 DER.
+    key_der: String,
+}
+
+impl Identity {
+    fn certs(&self) -> Result<tls::Certs, EmulatorError> {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let cert = b64
+            .decode(&self.cert_der)
+            .map_err(|e| EmulatorError::Tls(e.to_string()))?;
+        let key = b64
+            .decode(&self.key_der)
+            .map_err(|e| EmulatorError::Tls(e.to_string()))?;
+        Ok(tls::Certs {
+            ca_pem: self.ca_pem.clone(),
+            cert_der: cert.into(),
+            key_der: key,
+        })
+    }
+}
+
+fn load_or_create_identity(
+    path: &PathBuf,
+    admin_token: Option<&str>,
+) -> Result<Identity, EmulatorError> {
+    use base64::Engine;
+    let state_err = |reason: String| EmulatorError::State {
+        path: path.clone(),
+        reason,
+    };
+    if path.exists() {
+        let text = std::fs::read(path).map_err(|e| state_err(e.to_string()))?;
+        let mut id: Identity =
+            serde_json::from_slice(&text).map_err(|e| state_err(e.to_string()))?;
+        if let Some(t) = admin_token {
+            id.admin_token = t.to_string();
+        }
+        return Ok(id);
+    }
+    let certs = tls::generate().map_err(EmulatorError::Tls)?;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let id = Identity {
+        admin_token: admin_token.map(str::to_string).unwrap_or_else(random_token),
+        ca_pem: certs.ca_pem,
+        cert_der: b64.encode(certs.cert_der.as_ref()),
+        key_der: b64.encode(&certs.key_der),
+    };
+    let bytes = serde_json::to_vec_pretty(&id).map_err(|e| state_err(e.to_string()))?;
+    write_private(path, &bytes).map_err(|e| state_err(e.to_string()))?;
+    Ok(id)
+}
+
+/// Writes a file readable by its owner only (it holds a private key and a token).
+fn write_private(path: &PathBuf, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path)?.write_all(bytes)
+}
+
 fn write_snapshot(path: &PathBuf, snap: &Snapshot) {
     let tmp = path.with_extension("tmp");
     match serde_json::to_vec(snap) {
         Ok(bytes) => {
-            if let Err(e) = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path)) {
+            if let Err(e) = write_private(&tmp, &bytes).and_then(|_| std::fs::rename(&tmp, path)) {
                 tracing::warn!(path = %path.display(), error = %e, "snapshot not written");
             }
         }
@@ -236,7 +313,17 @@ impl Emulator {
     /// Errors: [`EmulatorError`] when the address cannot be bound, the snapshot cannot be
     /// read, or a JWT authenticator cannot be built.
     pub async fn start(config: EmulatorConfig) -> Result<Self, EmulatorError> {
-        let admin_token = config.admin_token.clone().unwrap_or_else(random_token);
+        let identity = match &config.identity_file {
+            Some(path) => Some(load_or_create_identity(
+                path,
+                config.admin_token.as_deref(),
+            )?),
+            None => None,
+        };
+        let admin_token = match &identity {
+            Some(id) => id.admin_token.clone(),
+            None => config.admin_token.clone().unwrap_or_else(random_token),
+        };
         let mut tokens = vec![StaticToken {
             token: admin_token.clone(),
             user: UserInfo::new("admin", &["system:masters"]),
@@ -289,7 +376,10 @@ impl Emulator {
             address: addr.to_string(),
         });
         let (tls_listener, ca_pem, listener) = if config.tls {
-            let certs = tls::generate().map_err(EmulatorError::Tls)?;
+            let certs = match &identity {
+                Some(id) => id.certs()?,
+                None => tls::generate().map_err(EmulatorError::Tls)?,
+            };
             let acceptor = tls::acceptor(&certs).map_err(EmulatorError::Tls)?;
             let l = tls::TlsListener::new(listener, acceptor).map_err(|source| {
                 EmulatorError::Bind {

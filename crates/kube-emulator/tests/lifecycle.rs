@@ -147,12 +147,23 @@ async fn namespace_deletion_removes_contents_then_namespace() {
     emu.shutdown().await;
 }
 
+/// The CA and token lines of a kubeconfig.
+fn credentials(kubeconfig: &str) -> Vec<String> {
+    kubeconfig
+        .lines()
+        .filter(|l| l.contains("certificate-authority-data") || l.contains("token:"))
+        .map(str::to_string)
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshot_keeps_objects_and_crds_across_restarts() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state.json");
+    let identity = dir.path().join("identity.json");
     let config = || EmulatorConfig {
         state_file: Some(state.clone()),
+        identity_file: Some(identity.clone()),
         ..EmulatorConfig::default()
     };
     let (emu, client) = start(config()).await;
@@ -166,10 +177,17 @@ async fn snapshot_keeps_objects_and_crds_across_restarts() {
         .create(&PostParams::default(), &crd)
         .await
         .unwrap();
+    let emu_kubeconfig = credentials(&emu.kubeconfig_yaml());
     emu.shutdown().await;
     assert!(state.exists());
 
+    let first_kubeconfig = emu_kubeconfig.clone();
     let (emu, client) = start(config()).await;
+    assert_eq!(
+        credentials(&emu.kubeconfig_yaml()),
+        first_kubeconfig,
+        "same CA and token after a restart"
+    );
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let after = cms.get("kept").await.expect("object survived the restart");
     assert_eq!(after.uid(), before.uid());

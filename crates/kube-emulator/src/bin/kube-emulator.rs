@@ -25,7 +25,8 @@ struct Args {
     /// Where to write the admin kubeconfig.
     #[arg(long)]
     kubeconfig_out: Option<PathBuf>,
-    /// Snapshot file for persistence across restarts.
+    /// Snapshot file for persistence across restarts. The CA, server certificate and admin
+    /// token are kept beside it (`<state>.identity.json`), so kubeconfigs stay valid.
     #[arg(long)]
     state: Option<PathBuf>,
     /// Fixed admin token (random otherwise).
@@ -50,6 +51,11 @@ async fn main() -> anyhow::Result<()> {
     let mut config = EmulatorConfig {
         listen: args.listen,
         admin_token: args.admin_token,
+        identity_file: args.state.as_ref().map(|p| {
+            let mut name = p.as_os_str().to_owned();
+            name.push(".identity.json");
+            PathBuf::from(name)
+        }),
         state_file: args.state,
         ..EmulatorConfig::default()
     };
