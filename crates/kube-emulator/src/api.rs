@@ -38,6 +38,24 @@ pub struct Ctx<'a> {
     pub field_validation: FieldValidation,
     /// Warnings collected for the `Warning` header.
     pub warnings: Vec<String>,
+    /// `fieldManager` (server-side apply).
+    pub field_manager: String,
+    /// `force=true` (server-side apply takes conflicting fields).
+    pub force: bool,
+}
+
+impl<'a> Ctx<'a> {
+    /// Options for an internal caller: no dry run, unknown fields dropped silently.
+    pub fn new(user: &'a UserInfo) -> Self {
+        Self {
+            user,
+            dry_run: false,
+            field_validation: FieldValidation::Ignore,
+            warnings: Vec::new(),
+            field_manager: String::new(),
+            force: false,
+        }
+    }
 }
 
 /// The kind of patch, from its `Content-Type`.
@@ -586,6 +604,11 @@ pub fn update(
             }
         }
         m.remove("resourceVersion");
+        if !m.contains_key("managedFields")
+            && let Some(mf) = old["metadata"].get("managedFields")
+        {
+            m.insert("managedFields".into(), mf.clone());
+        }
     }
     if def.plural == "namespaces" && def.group.is_empty() {
         new["spec"] = old.get("spec").cloned().unwrap_or(json!({}));
@@ -830,6 +853,9 @@ pub fn patch(
             if meta(&body, "name").is_empty() {
                 body["metadata"]["name"] = json!(name);
             }
+            strip_directives(&mut body);
+            let set = applied_fields(&body);
+            set_managed(&mut body, &ctx.field_manager, &def.api_version(), &set);
             return create(store, def, ns, body, ctx);
         }
         return Err(ApiError::not_found(&def.group, &def.plural, name));
@@ -858,7 +884,7 @@ pub fn patch(
         PatchType::Strategic => strategic_merge(&mut doc, &body, ""),
         PatchType::Apply => {
             strip_directives(&mut body);
-            json_patch::merge(&mut doc, &body);
+            server_side_apply(def, &mut doc, &body, ctx)?;
         }
     }
     // A resourceVersion that the patch did not set is not a precondition.
@@ -872,6 +898,239 @@ pub fn patch(
         m.remove("resourceVersion");
     }
     update(store, def, ns, name, subresource, doc, ctx)
+}
+
+type FieldPath = Vec<String>;
+
+/// The leaf fields of an applied configuration (lists are atomic), without the identity
+/// fields that are never owned.
+fn applied_fields(config: &Value) -> Vec<FieldPath> {
+    fn walk(v: &Value, path: &mut FieldPath, out: &mut Vec<FieldPath>) {
+        match v {
+            Value::Object(m) if !m.is_empty() => {
+                for (k, x) in m {
+                    path.push(k.clone());
+                    walk(x, path, out);
+                    path.pop();
+                }
+            }
+            _ => out.push(path.clone()),
+        }
+    }
+    let mut out = Vec::new();
+    walk(config, &mut Vec::new(), &mut out);
+    out.retain(|p| {
+        let s: Vec<&str> = p.iter().map(String::as_str).collect();
+        !matches!(
+            s.as_slice(),
+            ["apiVersion"]
+                | ["kind"]
+                | [
+                    "metadata",
+                    "name"
+                        | "namespace"
+                        | "resourceVersion"
+                        | "uid"
+                        | "managedFields"
+                        | "creationTimestamp"
+                        | "generation",
+                    ..
+                ]
+        )
+    });
+    out
+}
+
+fn value_at<'v>(v: &'v Value, path: &[String]) -> Option<&'v Value> {
+    path.iter().try_fold(v, |cur, k| cur.get(k))
+}
+
+fn remove_at(v: &mut Value, path: &[String]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut cur = v;
+    for k in parents {
+        match cur.get_mut(k) {
+            Some(next) => cur = next,
+            None => return,
+        }
+    }
+    if let Some(m) = cur.as_object_mut() {
+        m.remove(last);
+    }
+}
+
+/// `fieldsV1` encoding of a set of leaf paths (`{"f:spec":{"f:x":{}}}`).
+fn fields_v1(set: &[FieldPath]) -> Value {
+    let mut root = json!({});
+    for p in set {
+        let mut cur = &mut root;
+        for k in p {
+            cur = cur
+                .as_object_mut()
+                .expect("object")
+                .entry(format!("f:{k}"))
+                .or_insert_with(|| json!({}));
+        }
+    }
+    root
+}
+
+fn parse_fields_v1(v: &Value) -> Vec<FieldPath> {
+    fn walk(v: &Value, path: &mut FieldPath, out: &mut Vec<FieldPath>) {
+        let Some(m) = v.as_object() else { return };
+        let children: Vec<(&String, &Value)> =
+            m.iter().filter(|(k, _)| k.starts_with("f:")).collect();
+        if children.is_empty() && !path.is_empty() {
+            out.push(path.clone());
+        }
+        for (k, x) in children {
+            path.push(k[2..].to_string());
+            walk(x, path, out);
+            path.pop();
+        }
+    }
+    let mut out = Vec::new();
+    walk(v, &mut Vec::new(), &mut out);
+    out
+}
+
+/// The `Apply` entries of `metadata.managedFields`: `(manager, owned leaf paths)`.
+fn apply_managers(obj: &Value) -> Vec<(String, Vec<FieldPath>)> {
+    obj.pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .map(|entries| {
+            entries
+                .iter()
+                .filter(|e| e["operation"] == "Apply")
+                .map(|e| {
+                    (
+                        e["manager"].as_str().unwrap_or_default().to_string(),
+                        parse_fields_v1(&e["fieldsV1"]),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Replaces (or drops, for an empty set) one manager's `Apply` entry in `managedFields`.
+fn set_managed(obj: &mut Value, manager: &str, api_version: &str, set: &[FieldPath]) {
+    let entries = obj["metadata"]
+        .as_object_mut()
+        .map(|m| m.entry("managedFields").or_insert_with(|| json!([])))
+        .and_then(Value::as_array_mut);
+    let Some(entries) = entries else { return };
+    let fields = fields_v1(set);
+    let existing = entries
+        .iter()
+        .position(|e| e["manager"] == manager && e["operation"] == "Apply");
+    match (existing, set.is_empty()) {
+        (Some(i), true) => {
+            entries.remove(i);
+        }
+        (Some(i), false) => {
+            if entries[i]["fieldsV1"] != fields {
+                entries[i]["fieldsV1"] = fields;
+                entries[i]["time"] = json!(now());
+            }
+        }
+        (None, false) => entries.push(json!({
+            "manager": manager,
+            "operation": "Apply",
+            "apiVersion": api_version,
+            "time": now(),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": fields,
+        })),
+        (None, true) => {}
+    }
+    if entries.is_empty()
+        && let Some(m) = obj["metadata"].as_object_mut()
+    {
+        m.remove("managedFields");
+    }
+}
+
+fn dotted(p: &FieldPath) -> String {
+    p.iter().map(|k| format!(".{k}")).collect()
+}
+
+/// Server-side apply of `config` by `ctx.field_manager`, tracking the fields each apply
+/// manager owns (<https://kubernetes.io/docs/reference/using-api/server-side-apply/>):
+/// another apply manager's field with a different value is a conflict (409) unless
+/// `force`; fields this manager applied before and no longer applies are removed when no
+/// other manager owns them. Maps merge, lists are atomic. Ownership by non-apply
+/// updates is not tracked.
+fn server_side_apply(
+    def: &ResourceDef,
+    doc: &mut Value,
+    config: &Value,
+    ctx: &Ctx,
+) -> ApiResult<()> {
+    let me = ctx.field_manager.as_str();
+    let new_set = applied_fields(config);
+    let mut managers = apply_managers(doc);
+    let mut conflicts: Vec<(String, FieldPath)> = Vec::new();
+    for (other, set) in managers.iter().filter(|(m, _)| m != me) {
+        for p in set.iter().filter(|p| new_set.contains(p)) {
+            if value_at(doc, p) != value_at(config, p) {
+                conflicts.push((other.clone(), p.clone()));
+            }
+        }
+    }
+    if !conflicts.is_empty() && !ctx.force {
+        let n = conflicts.len();
+        let lines: Vec<String> = conflicts
+            .iter()
+            .map(|(m, p)| format!("conflict with \"{m}\": {}", dotted(p)))
+            .collect();
+        let mut err = ApiError::custom(
+            409,
+            "Conflict",
+            format!(
+                "Apply failed with {n} conflict{}: {}",
+                if n == 1 { "" } else { "s" },
+                lines.join("\n")
+            ),
+        );
+        err.causes = conflicts
+            .iter()
+            .map(|(m, p)| Cause {
+                reason: "FieldManagerConflict".into(),
+                message: format!("conflict with \"{m}\""),
+                field: dotted(p),
+            })
+            .collect();
+        return Err(err);
+    }
+    for (other, set) in managers.iter_mut().filter(|(m, _)| m != me) {
+        set.retain(|p| !conflicts.iter().any(|(m, c)| m == other && c == p));
+    }
+    let previous: Vec<FieldPath> = managers
+        .iter()
+        .find(|(m, _)| m == me)
+        .map(|(_, s)| s.clone())
+        .unwrap_or_default();
+    for p in previous.iter().filter(|p| !new_set.contains(p)) {
+        let owned_elsewhere = managers
+            .iter()
+            .filter(|(m, _)| m != me)
+            .any(|(_, s)| s.iter().any(|q| q.starts_with(p) || p.starts_with(q)));
+        if !owned_elsewhere {
+            remove_at(doc, p);
+        }
+    }
+    json_patch::merge(doc, config);
+    let api_version = def.api_version();
+    for (other, set) in &managers {
+        if other != me {
+            set_managed(doc, other, &api_version, set);
+        }
+    }
+    set_managed(doc, me, &api_version, &new_set);
+    Ok(())
 }
 
 fn owner_uids(o: &Value) -> Vec<String> {
@@ -1062,12 +1321,7 @@ pub fn gc_pass(store: &mut Store) -> bool {
         "system:serviceaccount:kube-system:generic-garbage-collector",
         &["system:masters"],
     );
-    let mut ctx = Ctx {
-        user: &system,
-        dry_run: false,
-        field_validation: FieldValidation::Ignore,
-        warnings: Vec::new(),
-    };
+    let mut ctx = Ctx::new(&system);
     let mut changed = false;
     let types = store.types();
     let mut to_delete = Vec::new();

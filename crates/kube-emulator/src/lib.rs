@@ -136,12 +136,7 @@ fn random_token() -> String {
 
 fn seed(store: &mut Store) {
     let ctx_user = UserInfo::new("system:apiserver", &["system:masters"]);
-    let mut ctx = api::Ctx {
-        user: &ctx_user,
-        dry_run: false,
-        field_validation: api::FieldValidation::Ignore,
-        warnings: Vec::new(),
-    };
+    let mut ctx = api::Ctx::new(&ctx_user);
     let mut create =
         |store: &mut Store, group: &str, version: &str, plural: &str, ns: &str, obj: Value| {
             if let Some(def) = store.registry.get(group, version, plural) {

@@ -381,6 +381,8 @@ async fn dispatch(
         dry_run,
         field_validation,
         warnings: Vec::new(),
+        field_manager: q.get("fieldManager").cloned().unwrap_or_default(),
+        force: truthy(&q, "force"),
     };
     let table = wants_table(headers);
     match verb {

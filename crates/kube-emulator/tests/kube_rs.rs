@@ -539,3 +539,78 @@ async fn watcher_with_streaming_lists() {
     );
     emu.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_tracks_managers_conflicts_and_removals() {
+    let (emu, client) = start(EmulatorConfig::default()).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let apply = |manager: &'static str, force: bool, data: serde_json::Value| {
+        let cms = cms.clone();
+        async move {
+            let mut pp = PatchParams::apply(manager);
+            pp.force = force;
+            cms.patch(
+                "ssa",
+                &pp,
+                &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": data})),
+            )
+            .await
+        }
+    };
+    let data = |cm: ConfigMap| cm.data.unwrap_or_default().into_iter().collect::<Vec<_>>();
+    let first = apply("alpha", false, json!({"a": "1", "b": "2"}))
+        .await
+        .expect("create by apply");
+    assert_eq!(
+        data(first.clone()),
+        vec![("a".into(), "1".into()), ("b".into(), "2".into())]
+    );
+    assert!(
+        first
+            .metadata
+            .managed_fields
+            .unwrap_or_default()
+            .iter()
+            .any(|m| m.manager.as_deref() == Some("alpha"))
+    );
+    let second = apply("alpha", false, json!({"a": "1"}))
+        .await
+        .expect("re-apply");
+    assert_eq!(
+        data(second),
+        vec![("a".into(), "1".into())],
+        "a field no longer applied is removed"
+    );
+    let (code, reason) = api_error(apply("beta", false, json!({"a": "9"})).await.unwrap_err());
+    assert_eq!((code, reason.as_str()), (409, "Conflict"));
+    apply("beta", false, json!({"a": "1", "c": "3"}))
+        .await
+        .expect("same value is shared, not a conflict");
+    let forced = apply("beta", true, json!({"a": "9", "c": "3"}))
+        .await
+        .expect("force takes the field");
+    assert_eq!(
+        data(forced),
+        vec![("a".into(), "9".into()), ("c".into(), "3".into())]
+    );
+    let (code, _) = api_error(apply("alpha", false, json!({"a": "1"})).await.unwrap_err());
+    assert_eq!(code, 409, "alpha lost data.a to beta");
+    // Plain patches keep the ownership records.
+    cms.patch(
+        "ssa",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"d": "4"}})),
+    )
+    .await
+    .unwrap();
+    let after = cms.get("ssa").await.unwrap();
+    let managers: Vec<String> = after
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(managers.contains(&"beta".to_string()), "{managers:?}");
+    emu.shutdown().await;
+}

@@ -15,7 +15,7 @@ async fn populate(emu: &Emulator, n: usize) {
     emu.with_store(|store| {
         let def = store.registry.get("", "v1", "configmaps").expect("configmaps served");
         let admin = UserInfo::new("admin", &["system:masters"]);
-        let mut ctx = api::Ctx { user: &admin, dry_run: false, field_validation: api::FieldValidation::Ignore, warnings: Vec::new() };
+        let mut ctx = api::Ctx::new(&admin);
         for i in 0..n {
             let obj = json!({"metadata": {"name": format!("cm-{i:05}"), "labels": {"i": (i % 10).to_string()}}, "data": {"k": "v".repeat(64)}});
             api::create(store, &def, "default", obj, &mut ctx).expect("created");
