@@ -523,3 +523,49 @@ async fn dry_run_and_generate_name() {
     );
     k.emu.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_removes_fields_and_reports_conflicts() {
+    let k = Kubectl::start().await;
+    let v1 = k.file(
+        "v1.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\ndata:\n  a: \"1\"\n  b: \"2\"\n",
+    );
+    k.ok(&["apply", "--server-side", "-f", &v1]).await;
+    let v2 = k.file(
+        "v2.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\ndata:\n  a: \"1\"\n",
+    );
+    k.ok(&["apply", "--server-side", "-f", &v2]).await;
+    let data = k.ok(&["get", "cm", "s", "-o", "jsonpath={.data}"]).await;
+    assert_eq!(data, r#"{"a":"1"}"#);
+    let other = k.file(
+        "other.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\ndata:\n  a: \"5\"\n",
+    );
+    let err = k
+        .fail(&[
+            "apply",
+            "--server-side",
+            "--field-manager=other",
+            "-f",
+            &other,
+        ])
+        .await;
+    assert!(
+        err.contains(r#"Apply failed with 1 conflict: conflict with "kubectl": .data.a"#),
+        "{err}"
+    );
+    k.ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager=other",
+        "--force-conflicts",
+        "-f",
+        &other,
+    ])
+    .await;
+    let data = k.ok(&["get", "cm", "s", "-o", "jsonpath={.data.a}"]).await;
+    assert_eq!(data, "5");
+    k.emu.shutdown().await;
+}
