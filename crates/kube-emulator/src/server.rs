@@ -659,7 +659,6 @@ fn list(
     let rv = store.current_rv();
     let mut items: Vec<&crate::store::Stored> = Vec::new();
     let mut more = false;
-    let mut last = (String::new(), String::new());
     let start = match (&after, ns.is_empty()) {
         (Some(a), _) => Some(a.clone()),
         (None, false) => Some((ns.to_string(), String::new())),
@@ -684,17 +683,19 @@ fn list(
             more = true;
             break;
         }
-        last = (
-            ons.to_string(),
-            o.pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-        );
         items.push(stored);
     }
     let rv_s = rv.to_string();
-    let continue_token = more.then(|| encode_continue(&last.0, &last.1, rv));
+    let continue_token = more.then(|| items.last()).flatten().map(|last| {
+        let m = |f: &str| {
+            last.value
+                .pointer(f)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        encode_continue(&m("/metadata/namespace"), &m("/metadata/name"), rv)
+    });
     if as_table {
         let owned: Vec<Value> = items
             .iter()
@@ -713,7 +714,7 @@ fn list(
     }
     // Serialise straight from the store (no per-object clone) while the lock is held.
     let api_version = def.api_version();
-    let mut out = Vec::with_capacity(items.len() * 512 + 256);
+    let mut out = Vec::with_capacity(items.iter().map(|o| o.json.len() + 1).sum::<usize>() + 512);
     let head =
         json!({"kind": format!("{}List", def.kind), "apiVersion": api_version, "metadata": meta});
     let head = serde_json::to_vec(&head).map_err(|e| ApiError::internal(e.to_string()))?;
