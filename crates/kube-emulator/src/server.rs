@@ -384,7 +384,7 @@ async fn dispatch(
         field_manager: q.get("fieldManager").cloned().unwrap_or_default(),
         force: truthy(&q, "force"),
     };
-    let table = wants_table(headers);
+    let as_table = wants_table(headers);
     match verb {
         "get" => {
             let store = app.lock();
@@ -393,7 +393,7 @@ async fn dispatch(
                 .cloned()
                 .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &info.name))?;
             let obj = api::as_version(&def, obj);
-            if table && info.subresource.is_empty() {
+            if as_table && info.subresource.is_empty() {
                 let rv = obj
                     .pointer("/metadata/resourceVersion")
                     .and_then(Value::as_str)
@@ -401,13 +401,13 @@ async fn dispatch(
                     .to_string();
                 return Ok(json_response(
                     StatusCode::OK,
-                    &table_fn(&def, &[obj], &rv, include_object(&q), true),
+                    &table(&def, &[obj], &rv, include_object(&q), true),
                 ));
             }
             Ok(json_response(StatusCode::OK, &obj))
         }
-        "list" => list(app, &def, &ns, &q, table),
-        "watch" => watch(app, def, ns, &q, table),
+        "list" => list(app, &def, &ns, &q, as_table),
+        "watch" => watch(app, def, ns, &q, as_table),
         "create" => {
             let body = parse_body(headers, &body)?;
             let obj = {
@@ -591,16 +591,6 @@ async fn dispatch(
     }
 }
 
-fn table_fn(
-    def: &ResourceDef,
-    objs: &[Value],
-    rv: &str,
-    include: IncludeObject,
-    cols: bool,
-) -> Value {
-    table(def, objs, rv, include, cols)
-}
-
 fn selectors(def: &ResourceDef, q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> {
     let labels = match q.get("labelSelector") {
         Some(s) => LabelSelector::parse(s).map_err(ApiError::bad_request)?,
@@ -702,7 +692,7 @@ fn list(
             .map(|o| api::as_version(def, o.value.clone()))
             .collect();
         drop(store);
-        let mut t = table_fn(def, &owned, &rv_s, include_object(q), true);
+        let mut t = table(def, &owned, &rv_s, include_object(q), true);
         if let Some(c) = continue_token {
             t["metadata"]["continue"] = json!(c);
         }
