@@ -251,6 +251,19 @@ fn builtin_fixups(def: &ResourceDef, obj: &mut Value, create: bool) -> ApiResult
             if obj.get("type").is_none() {
                 obj["type"] = json!("Opaque");
             }
+            if let Some(data) = obj.get("data").and_then(Value::as_object) {
+                use base64::Engine;
+                for (k, v) in data {
+                    let ok = v.as_str().is_some_and(|s| {
+                        base64::engine::general_purpose::STANDARD.decode(s).is_ok()
+                    });
+                    if !ok {
+                        return Err(ApiError::bad_request(format!(
+                            "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data at input byte 0 (key {k:?})"
+                        )));
+                    }
+                }
+            }
         }
         ("", "namespaces") => {
             if create {
@@ -643,6 +656,24 @@ pub fn update(
         validate_custom(def, &mut new, Some(&old), ctx)?;
     }
     builtin_fixups(def, &mut new, false)?;
+    if def.group == "rbac.authorization.k8s.io"
+        && def.plural.ends_with("bindings")
+        && new.get("roleRef") != old.get("roleRef")
+    {
+        return Err(ApiError::invalid(
+            &def.group,
+            &def.kind,
+            name,
+            vec![Cause {
+                reason: "FieldValueInvalid".into(),
+                message: format!(
+                    "Invalid value: {}: cannot change roleRef",
+                    new.get("roleRef").cloned().unwrap_or(Value::Null)
+                ),
+                field: "roleRef".into(),
+            }],
+        ));
+    }
     if def.has_generation
         && without_meta_status(&old, def.status_subresource)
             != without_meta_status(&new, def.status_subresource)

@@ -432,5 +432,20 @@ async fn rbac_escalation_is_prevented() {
         "metadata": {"name": "share"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cm-viewer"},
         "subjects": [{"kind": "User", "name": "console:dave"}]})).await;
     assert_eq!(code, 201, "binding a role within one's rights");
+    // roleRef is immutable.
+    let patch = http
+        .patch(format!(
+            "{}{rbac}/clusterrolebindings/share",
+            emu.base_url()
+        ))
+        .bearer_auth(emu.admin_token())
+        .header("Content-Type", "application/merge-patch+json")
+        .body(r#"{"roleRef":{"name":"secret-reader"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(patch.status().as_u16(), 422);
+    let body: Value = patch.json().await.unwrap();
+    assert_eq!(body["details"]["causes"][0]["field"], "roleRef", "{body}");
     emu.shutdown().await;
 }

@@ -194,6 +194,23 @@ async fn api_crud_on_configmaps_and_custom_resources() {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     );
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), "default");
+    let bad = http::Request::post("/api/v1/namespaces/default/secrets")
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bad"}, "data": {"k": "%%%"}})).unwrap())
+        .unwrap();
+    let (code, _) = api_error(client.request::<serde_json::Value>(bad).await.unwrap_err());
+    assert_eq!(code, 400, "secret data must be base64");
+    let good: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(json!({"metadata": {"name": "good"}, "stringData": {"k": "v"}}))
+            .unwrap();
+    let good = secrets.create(&PostParams::default(), &good).await.unwrap();
+    assert_eq!(
+        good.data.unwrap()["k"].0,
+        b"v".to_vec(),
+        "stringData is folded into data"
+    );
     let deleted = cms
         .delete("a", &DeleteParams::default())
         .await
