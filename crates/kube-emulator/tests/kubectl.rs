@@ -31,6 +31,11 @@ fn kubectl_bin() -> String {
 
 impl Kubectl {
     async fn start() -> Self {
+        let bin = kubectl_bin();
+        assert!(
+            std::path::Path::new(&bin).exists(),
+            "these conformance tests need the real kubectl at {bin} (set KUBECTL to another path)"
+        );
         let emu = Emulator::start(EmulatorConfig::default())
             .await
             .expect("emulator starts");
