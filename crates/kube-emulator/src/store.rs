@@ -1,0 +1,384 @@
+//! The object store: every object keyed by group/resource/namespace/name, one global,
+//! monotonically increasing `resourceVersion`, and a bounded event history that watches
+//! replay from.
+//!
+//! Semantics of `resourceVersion` from
+//! <https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions>: an
+//! opaque string here holding a decimal counter shared by all kinds (as etcd's revision).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, OnceLock};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use crate::resources::Registry;
+
+/// `(group, plural, namespace, name)`; namespace is empty for cluster-scoped objects.
+pub type ObjKey = (String, String, String, String);
+
+/// A change, as streamed by watches.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// The `resourceVersion` this change produced.
+    pub rv: u64,
+    /// API group.
+    pub group: String,
+    /// Resource plural.
+    pub plural: String,
+    /// `ADDED`, `MODIFIED` or `DELETED`.
+    pub kind: &'static str,
+    /// The object after the change (for `DELETED`, its last state with the deletion's RV).
+    pub object: Value,
+    /// For `MODIFIED`: the object before the change (watches use it to turn an object
+    /// entering or leaving a selector into `ADDED` or `DELETED`, as the watch cache does).
+    pub prev: Option<Value>,
+    /// The encoded watch line (`{"type":…,"object":…}\n`), computed once and shared by
+    /// every watch that sends this change unchanged.
+    pub line: OnceLock<bytes::Bytes>,
+}
+
+impl Change {
+    /// The watch event line for this change, encoded once.
+    pub fn line(&self) -> bytes::Bytes {
+        self.line
+            .get_or_init(|| {
+                let mut line = serde_json::to_vec(
+                    &serde_json::json!({"type": self.kind, "object": self.object}),
+                )
+                .unwrap_or_default();
+                line.push(b'\n');
+                bytes::Bytes::from(line)
+            })
+            .clone()
+    }
+}
+
+/// An object with its JSON encoding, computed once per write (lists and watches copy
+/// bytes instead of re-serialising).
+#[derive(Debug, Clone)]
+pub struct Stored {
+    /// The object.
+    pub value: Value,
+    /// `serde_json` encoding of `value`.
+    pub json: bytes::Bytes,
+}
+
+impl Stored {
+    fn new(value: Value) -> Self {
+        let json = bytes::Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+        Self { value, json }
+    }
+}
+
+fn event_line(kind: &str, object_json: &[u8]) -> bytes::Bytes {
+    let mut line = Vec::with_capacity(object_json.len() + 32);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(kind.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    line.extend_from_slice(object_json);
+    line.extend_from_slice(b"}\n");
+    bytes::Bytes::from(line)
+}
+
+/// Retained changes since a point, and a receiver for the changes after them.
+pub type Subscription = (Vec<Arc<Change>>, broadcast::Receiver<Arc<Change>>);
+
+/// What a snapshot file holds.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Last resourceVersion used.
+    pub rv: u64,
+    /// Every object with its `(group, plural)`.
+    pub objects: Vec<(String, String, Value)>,
+}
+
+/// The store. Callers hold it behind one mutex, so every operation is atomic.
+pub struct Store {
+    rv: u64,
+    objects: HashMap<(String, String), BTreeMap<(String, String), Stored>>,
+    uids: HashMap<String, ObjKey>,
+    history: VecDeque<Arc<Change>>,
+    history_limit: usize,
+    /// Served types (built-ins and CRDs).
+    pub registry: Registry,
+    tx: broadcast::Sender<Arc<Change>>,
+    /// Set on every write; cleared by the snapshot writer.
+    pub dirty: bool,
+    removals: u64,
+}
+
+/// The watch start point asked for is older than the retained history (HTTP 410).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooOld {
+    /// Oldest resourceVersion still replayable.
+    pub oldest: u64,
+}
+
+fn meta_str<'a>(o: &'a Value, field: &str) -> &'a str {
+    o.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+impl Store {
+    /// An empty store with built-in types; `history_limit` events are kept for watches.
+    pub fn new(history_limit: usize) -> Self {
+        let (tx, _) = broadcast::channel(16_384);
+        Self {
+            rv: 1,
+            objects: HashMap::new(),
+            uids: HashMap::new(),
+            history: VecDeque::new(),
+            history_limit: history_limit.max(1),
+            registry: Registry::with_builtins(),
+            tx,
+            dirty: false,
+            removals: 0,
+        }
+    }
+
+    /// How many objects have been removed so far (the garbage collector runs when it moves).
+    pub fn removals(&self) -> u64 {
+        self.removals
+    }
+
+    /// The current (latest) resourceVersion.
+    pub fn current_rv(&self) -> u64 {
+        self.rv
+    }
+
+    /// One object.
+    pub fn get(&self, group: &str, plural: &str, ns: &str, name: &str) -> Option<&Value> {
+        self.objects
+            .get(&(group.to_string(), plural.to_string()))
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .map(|s| &s.value)
+    }
+
+    /// Every object of a type, ordered by namespace then name.
+    pub fn list_all(&self, group: &str, plural: &str) -> impl Iterator<Item = &Value> {
+        self.objects
+            .get(&(group.to_string(), plural.to_string()))
+            .into_iter()
+            .flat_map(|m| m.values().map(|s| &s.value))
+    }
+
+    /// Objects of a type in one namespace.
+    pub fn list_ns<'a>(
+        &'a self,
+        group: &str,
+        plural: &str,
+        ns: &'a str,
+    ) -> impl Iterator<Item = &'a Value> {
+        self.objects
+            .get(&(group.to_string(), plural.to_string()))
+            .into_iter()
+            .flat_map(move |m| {
+                m.range((ns.to_string(), String::new())..)
+                    .take_while(move |((n, _), _)| n == ns)
+                    .map(|(_, v)| &v.value)
+            })
+    }
+
+    /// Objects of a type after `(ns, name)` exclusive (for `continue` tokens), ordered.
+    pub fn list_after<'a>(
+        &'a self,
+        group: &str,
+        plural: &str,
+        after: Option<(String, String)>,
+    ) -> Box<dyn Iterator<Item = &'a Stored> + 'a> {
+        let Some(m) = self.objects.get(&(group.to_string(), plural.to_string())) else {
+            return Box::new(std::iter::empty());
+        };
+        match after {
+            Some(k) => Box::new(
+                m.range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded))
+                    .map(|(_, v)| v),
+            ),
+            None => Box::new(m.values()),
+        }
+    }
+
+    /// Every `(group, plural)` that holds objects.
+    pub fn types(&self) -> Vec<(String, String)> {
+        self.objects
+            .iter()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The key of the object with this uid, if it exists.
+    pub fn by_uid(&self, uid: &str) -> Option<&ObjKey> {
+        self.uids.get(uid)
+    }
+
+    fn record(&mut self, change: Change) {
+        let change = Arc::new(change);
+        self.history.push_back(change.clone());
+        while self.history.len() > self.history_limit {
+            self.history.pop_front();
+        }
+        self.dirty = true;
+        let _ = self.tx.send(change);
+    }
+
+    /// Stores an object (new or replaced) with a fresh resourceVersion and emits `ADDED`
+    /// or `MODIFIED`. Returns the stored object.
+    pub fn put(&mut self, group: &str, plural: &str, mut object: Value) -> Value {
+        self.rv += 1;
+        let rv = self.rv;
+        object["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        let ns = meta_str(&object, "namespace").to_string();
+        let name = meta_str(&object, "name").to_string();
+        let uid = meta_str(&object, "uid").to_string();
+        let stored = Stored::new(object.clone());
+        let line = OnceLock::new();
+        let _ = line.set(event_line("MODIFIED", &stored.json));
+        let added_line = event_line("ADDED", &stored.json);
+        let prev = self
+            .objects
+            .entry((group.to_string(), plural.to_string()))
+            .or_default()
+            .insert((ns.clone(), name.clone()), stored)
+            .map(|s| s.value);
+        let line = if prev.is_some() {
+            line
+        } else {
+            OnceLock::from(added_line)
+        };
+        self.uids
+            .insert(uid, (group.to_string(), plural.to_string(), ns, name));
+        self.record(Change {
+            rv,
+            group: group.into(),
+            plural: plural.into(),
+            kind: if prev.is_some() { "MODIFIED" } else { "ADDED" },
+            object: object.clone(),
+            prev,
+            line,
+        });
+        object
+    }
+
+    /// Removes an object, emitting `DELETED` with a fresh resourceVersion. Returns its last state.
+    pub fn remove(&mut self, group: &str, plural: &str, ns: &str, name: &str) -> Option<Value> {
+        let mut object = self
+            .objects
+            .get_mut(&(group.to_string(), plural.to_string()))?
+            .remove(&(ns.to_string(), name.to_string()))?
+            .value;
+        self.uids.remove(meta_str(&object, "uid"));
+        self.removals += 1;
+        self.rv += 1;
+        object["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
+        self.record(Change {
+            rv: self.rv,
+            group: group.into(),
+            plural: plural.into(),
+            kind: "DELETED",
+            object: object.clone(),
+            prev: None,
+            line: OnceLock::new(),
+        });
+        Some(object)
+    }
+
+    /// Subscribes to changes after `from` (exclusive): the retained changes since then, and
+    /// a receiver for what follows. Both are taken under the caller's lock, so nothing is
+    /// missed or repeated.
+    ///
+    /// Errors: [`TooOld`] when `from` predates the retained history.
+    pub fn subscribe_from(&self, from: u64) -> Result<Subscription, TooOld> {
+        let rx = self.tx.subscribe();
+        if from >= self.rv {
+            return Ok((Vec::new(), rx));
+        }
+        let oldest = self.history.front().map(|c| c.rv).unwrap_or(self.rv + 1);
+        if from + 1 < oldest {
+            return Err(TooOld { oldest });
+        }
+        let backlog = self
+            .history
+            .iter()
+            .filter(|c| c.rv > from)
+            .cloned()
+            .collect();
+        Ok((backlog, rx))
+    }
+
+    /// A snapshot of all objects.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut objects = Vec::new();
+        for ((g, p), m) in &self.objects {
+            for v in m.values() {
+                objects.push((g.clone(), p.clone(), v.value.clone()));
+            }
+        }
+        Snapshot {
+            rv: self.rv,
+            objects,
+        }
+    }
+
+    /// Loads a snapshot into an empty store (no events are emitted; CRDs must be
+    /// re-registered by the caller).
+    pub fn restore(&mut self, snap: Snapshot) {
+        self.rv = self.rv.max(snap.rv);
+        for (g, p, v) in snap.objects {
+            let ns = meta_str(&v, "namespace").to_string();
+            let name = meta_str(&v, "name").to_string();
+            let uid = meta_str(&v, "uid").to_string();
+            self.uids
+                .insert(uid, (g.clone(), p.clone(), ns.clone(), name.clone()));
+            self.objects
+                .entry((g, p))
+                .or_default()
+                .insert((ns, name), Stored::new(v));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cm(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "ns", "uid": name}})
+    }
+
+    #[test]
+    fn rv_is_global_and_history_replays() {
+        let mut s = Store::new(3);
+        let a = s.put("", "configmaps", cm("a"));
+        let b = s.put("", "configmaps", cm("b"));
+        assert!(
+            b["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+                > a["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+        );
+        let start = s.current_rv();
+        s.put("", "configmaps", cm("c"));
+        s.remove("", "configmaps", "ns", "a");
+        let (backlog, _) = s.subscribe_from(start).unwrap();
+        let kinds: Vec<&str> = backlog.iter().map(|c| c.kind).collect();
+        assert_eq!(kinds, vec!["ADDED", "DELETED"]);
+        assert!(
+            s.subscribe_from(1).is_err(),
+            "history of 3 cannot replay from the start"
+        );
+        assert_eq!(s.list_ns("", "configmaps", "ns").count(), 2);
+        assert_eq!(s.list_ns("", "configmaps", "other").count(), 0);
+    }
+}

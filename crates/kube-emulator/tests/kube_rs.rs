@@ -1,0 +1,633 @@
+//! kube-rs against the emulator: `Api` CRUD, `watcher` (with a 410 restart), and a
+//! `Controller` reconcile loop. Every test starts its own emulator on loopback.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::controller::Action;
+use kube::runtime::wait::{Error as WaitError, await_condition, conditions};
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client, CustomResource, CustomResourceExt, ResourceExt};
+use kube_emulator::{Emulator, EmulatorConfig};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq)]
+#[kube(
+    group = "banlieue.io",
+    version = "v1alpha1",
+    kind = "VirtualMachineClaim",
+    namespaced,
+    status = "ClaimStatus",
+    shortname = "vmc"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimSpec {
+    pool_ref: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ttl_seconds: Option<i64>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, JsonSchema, PartialEq, Default)]
+pub struct ClaimStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    phase: Option<String>,
+}
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+async fn client_for(emu: &Emulator, token: &str) -> Client {
+    let kubeconfig = Kubeconfig::from_yaml(&emu.kubeconfig_for(token)).expect("kubeconfig parses");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    Client::try_from(config).expect("client")
+}
+
+async fn start(config: EmulatorConfig) -> (Emulator, Client) {
+    let emu = Emulator::start(config).await.expect("emulator starts");
+    let client = client_for(&emu, emu.admin_token()).await;
+    (emu, client)
+}
+
+async fn install_crd(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &VirtualMachineClaim::crd())
+        .await
+        .expect("CRD created");
+    let established = await_condition(
+        crds,
+        "virtualmachineclaims.banlieue.io",
+        conditions::is_crd_established(),
+    );
+    tokio::time::timeout(DEADLINE, established)
+        .await
+        .expect("in time")
+        .expect("established");
+}
+
+fn claim(name: &str, pool: &str) -> VirtualMachineClaim {
+    VirtualMachineClaim::new(
+        name,
+        ClaimSpec {
+            pool_ref: pool.into(),
+            ttl_seconds: Some(600),
+        },
+    )
+}
+
+fn api_error(e: kube::Error) -> (u16, String) {
+    match e {
+        kube::Error::Api(s) => (s.code, s.reason),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_crud_on_configmaps_and_custom_resources() {
+    let (emu, client) = start(EmulatorConfig::default()).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut cm: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "a", "labels": {"tier": "front"}}, "data": {"k": "v"}}),
+    )
+    .unwrap();
+    let created = cms
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+    assert!(created.metadata.uid.is_some() && created.metadata.creation_timestamp.is_some());
+    let (code, reason) = api_error(cms.create(&PostParams::default(), &cm).await.unwrap_err());
+    assert_eq!((code, reason.as_str()), (409, "AlreadyExists"));
+    cm.metadata.name = Some("b".into());
+    cm.metadata.labels = Some([("tier".to_string(), "back".to_string())].into());
+    cms.create(&PostParams::default(), &cm)
+        .await
+        .expect("create b");
+    let front = cms
+        .list(&ListParams::default().labels("tier in (front)"))
+        .await
+        .expect("list");
+    assert_eq!(
+        front.items.iter().map(|c| c.name_any()).collect::<Vec<_>>(),
+        vec!["a"]
+    );
+    let not_front = cms
+        .list(&ListParams::default().labels("tier notin (front),!missing"))
+        .await
+        .expect("list");
+    assert_eq!(not_front.items.len(), 1);
+    let by_name = cms
+        .list(&ListParams::default().fields("metadata.name=b"))
+        .await
+        .expect("list");
+    assert_eq!(by_name.items[0].name_any(), "b");
+    let paged = cms
+        .list(&ListParams::default().limit(1))
+        .await
+        .expect("page 1");
+    assert_eq!(paged.items.len(), 1);
+    let token = paged.metadata.continue_.clone().expect("continue token");
+    let rest = cms
+        .list(&ListParams::default().limit(1).continue_token(&token))
+        .await
+        .expect("page 2");
+    assert_eq!(rest.items.len(), 1);
+    assert_ne!(rest.items[0].name_any(), paged.items[0].name_any());
+
+    let mut got = cms.get("a").await.expect("get");
+    got.data
+        .get_or_insert_default()
+        .insert("k".into(), "v2".into());
+    let replaced = cms
+        .replace("a", &PostParams::default(), &got)
+        .await
+        .expect("replace");
+    assert_ne!(
+        replaced.metadata.resource_version,
+        got.metadata.resource_version
+    );
+    let (code, reason) = api_error(
+        cms.replace("a", &PostParams::default(), &got)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (code, reason.as_str()),
+        (409, "Conflict"),
+        "stale resourceVersion"
+    );
+    cms.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"m": "1"}})),
+    )
+    .await
+    .expect("merge");
+    cms.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::<()>::Json(
+            serde_json::from_value(json!([{"op": "add", "path": "/data/j", "value": "2"}]))
+                .unwrap(),
+        ),
+    )
+    .await
+    .expect("json patch");
+    let applied = cms
+        .patch("c", &PatchParams::apply("test").force(), &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"x": "y"}})))
+        .await
+        .expect("server-side apply creates");
+    assert_eq!(applied.data.unwrap()["x"], "y");
+    let a = cms.get("a").await.unwrap();
+    assert_eq!(
+        a.data.unwrap(),
+        [("k", "v2"), ("m", "1"), ("j", "2")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    );
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), "default");
+    let bad = http::Request::post("/api/v1/namespaces/default/secrets")
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bad"}, "data": {"k": "%%%"}})).unwrap())
+        .unwrap();
+    let (code, _) = api_error(client.request::<serde_json::Value>(bad).await.unwrap_err());
+    assert_eq!(code, 400, "secret data must be base64");
+    let good: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(json!({"metadata": {"name": "good"}, "stringData": {"k": "v"}}))
+            .unwrap();
+    let good = secrets.create(&PostParams::default(), &good).await.unwrap();
+    assert_eq!(
+        good.data.unwrap()["k"].0,
+        b"v".to_vec(),
+        "stringData is folded into data"
+    );
+    let deleted = cms
+        .delete("a", &DeleteParams::default())
+        .await
+        .expect("delete");
+    assert!(
+        deleted.is_right(),
+        "a removed ConfigMap is answered with a Success Status"
+    );
+    let (code, reason) = api_error(cms.get("a").await.unwrap_err());
+    assert_eq!((code, reason.as_str()), (404, "NotFound"));
+
+    install_crd(&client).await;
+    let claims: Api<VirtualMachineClaim> = Api::namespaced(client.clone(), "default");
+    let mut c = claim("c1", "pool");
+    c.status = Some(ClaimStatus {
+        phase: Some("Ignored".into()),
+    });
+    let created = claims
+        .create(&PostParams::default(), &c)
+        .await
+        .expect("create claim");
+    assert_eq!(
+        created.status, None,
+        "status is dropped on create when the subresource is on"
+    );
+    assert_eq!(created.metadata.generation, Some(1));
+    let with_status = claims
+        .patch_status(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Bound"}, "spec": {"poolRef": "ignored"}})),
+        )
+        .await
+        .expect("status patch");
+    assert_eq!(
+        with_status.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Bound")
+    );
+    assert_eq!(
+        with_status.spec.pool_ref, "pool",
+        "status writes ignore spec"
+    );
+    assert_eq!(with_status.metadata.generation, Some(1));
+    let spec_change = claims
+        .patch(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"poolRef": "p2"}, "status": {"phase": "X"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(spec_change.metadata.generation, Some(2));
+    assert_eq!(
+        spec_change.status.and_then(|s| s.phase).as_deref(),
+        Some("Bound"),
+        "main writes ignore status"
+    );
+    let (code, _) = api_error(
+        claims
+            .create(&PostParams::default(), &claim("UPPER", "p"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+    let dry = claims
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..PostParams::default()
+            },
+            &claim("dry", "p"),
+        )
+        .await
+        .expect("dry run");
+    assert_eq!(dry.name_any(), "dry");
+    assert_eq!(api_error(claims.get("dry").await.unwrap_err()).0, 404);
+    emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watcher_streams_changes_bookmarks_and_410() {
+    let config = EmulatorConfig {
+        watch_history: 20,
+        bookmark_interval: Duration::from_millis(200),
+        ..EmulatorConfig::default()
+    };
+    let (emu, client) = start(config).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut events = watcher(cms.clone(), watcher::Config::default().labels("app=w")).boxed();
+    let init = tokio::time::timeout(DEADLINE, async {
+        loop {
+            if let Some(Ok(watcher::Event::InitDone)) = events.next().await {
+                return;
+            }
+        }
+    });
+    init.await.expect("initial list in time");
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "w1", "labels": {"app": "w"}}}))
+            .unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let other: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "other"}})).unwrap();
+    cms.create(&PostParams::default(), &other).await.unwrap();
+    cms.patch(
+        "w1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"a": "1"}})),
+    )
+    .await
+    .unwrap();
+    cms.delete("w1", &DeleteParams::default()).await.unwrap();
+    let mut seen = Vec::new();
+    tokio::time::timeout(DEADLINE, async {
+        while seen.len() < 3 {
+            match events
+                .try_next()
+                .await
+                .expect("watch ok")
+                .expect("stream open")
+            {
+                watcher::Event::Apply(o) => seen.push(format!(
+                    "apply {} {}",
+                    o.name_any(),
+                    o.data.map(|d| d.len()).unwrap_or(0)
+                )),
+                watcher::Event::Delete(o) => seen.push(format!("delete {}", o.name_any())),
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("events in time");
+    assert_eq!(seen, vec!["apply w1 0", "apply w1 1", "delete w1"]);
+
+    // Bookmarks arrive when allowed.
+    let rv = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut raw = cms
+        .watch(&WatchParams::default().timeout(10), &rv)
+        .await
+        .expect("watch")
+        .boxed();
+    let got_bookmark = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(Ok(ev)) = raw.next().await {
+            if let WatchEvent::Bookmark(_) = ev {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    assert!(got_bookmark, "no bookmark");
+
+    // A resourceVersion older than the kept history gets 410 Expired.
+    for i in 0..30 {
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": format!("n{i}")}})).unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let mut old = cms
+        .watch(&WatchParams::default().timeout(5), "2")
+        .await
+        .expect("watch")
+        .boxed();
+    match tokio::time::timeout(DEADLINE, old.next())
+        .await
+        .expect("in time")
+    {
+        Some(Ok(WatchEvent::Error(e))) => assert_eq!((e.code, e.reason.as_str()), (410, "Expired")),
+        other => panic!("expected a 410 error event, got {other:?}"),
+    }
+    // The watcher keeps working across that (it relists on 410).
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "w2", "labels": {"app": "w"}}}))
+            .unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let found = tokio::time::timeout(DEADLINE, async {
+        while let Some(Ok(ev)) = events.next().await {
+            if let watcher::Event::Apply(o) | watcher::Event::InitApply(o) = ev
+                && o.name_any() == "w2"
+            {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    assert!(found);
+    emu.shutdown().await;
+}
+
+struct Ctx {
+    client: Client,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+struct ReconcileError(#[from] kube::Error);
+
+async fn reconcile(obj: Arc<VirtualMachineClaim>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
+    let api: Api<VirtualMachineClaim> =
+        Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    if obj.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Bound") {
+        api.patch_status(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Bound"}})),
+        )
+        .await?;
+    }
+    Ok(Action::requeue(Duration::from_secs(60)))
+}
+
+fn error_policy(_: Arc<VirtualMachineClaim>, _: &ReconcileError, _: Arc<Ctx>) -> Action {
+    Action::requeue(Duration::from_millis(200))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_reconciles_claims() {
+    let (emu, client) = start(EmulatorConfig::default()).await;
+    install_crd(&client).await;
+    let claims: Api<VirtualMachineClaim> = Api::all(client.clone());
+    let controller = Controller::new(claims, watcher::Config::default())
+        .run(
+            reconcile,
+            error_policy,
+            Arc::new(Ctx {
+                client: client.clone(),
+            }),
+        )
+        .for_each(|_| async {});
+    let handle = tokio::spawn(controller);
+    let ns: Api<VirtualMachineClaim> = Api::namespaced(client.clone(), "default");
+    ns.create(&PostParams::default(), &claim("c1", "pool"))
+        .await
+        .unwrap();
+    let bound = await_condition(ns.clone(), "c1", |o: Option<&VirtualMachineClaim>| {
+        o.and_then(|c| c.status.as_ref())
+            .and_then(|s| s.phase.as_deref())
+            == Some("Bound")
+    });
+    let r: Result<_, WaitError> = tokio::time::timeout(DEADLINE, bound)
+        .await
+        .expect("reconciled in time");
+    r.expect("condition");
+    handle.abort();
+    emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_with_selector_sees_objects_enter_and_leave() {
+    let (emu, client) = start(EmulatorConfig::default()).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let rv = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = cms
+        .watch(&WatchParams::default().labels("app=sel").timeout(20), &rv)
+        .await
+        .expect("watch")
+        .boxed();
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "s1"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    cms.patch(
+        "s1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "sel"}}})),
+    )
+    .await
+    .unwrap();
+    cms.patch(
+        "s1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"a": "1"}})),
+    )
+    .await
+    .unwrap();
+    cms.patch(
+        "s1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "other"}}})),
+    )
+    .await
+    .unwrap();
+    let mut kinds = Vec::new();
+    tokio::time::timeout(DEADLINE, async {
+        while kinds.len() < 3 {
+            match stream.next().await.expect("open").expect("event") {
+                WatchEvent::Added(_) => kinds.push("ADDED"),
+                WatchEvent::Modified(_) => kinds.push("MODIFIED"),
+                WatchEvent::Deleted(_) => kinds.push("DELETED"),
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("events in time");
+    assert_eq!(kinds, vec!["ADDED", "MODIFIED", "DELETED"]);
+    emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watcher_with_streaming_lists() {
+    let (emu, client) = start(EmulatorConfig::default()).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "pre"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let mut events = watcher(cms.clone(), watcher::Config::default().streaming_lists()).boxed();
+    let mut initial = Vec::new();
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            match events.try_next().await.expect("ok").expect("open") {
+                watcher::Event::InitApply(o) => initial.push(o.name_any()),
+                watcher::Event::InitDone => break,
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("initial events end in time");
+    assert_eq!(initial, vec!["pre"]);
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "post"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let next = tokio::time::timeout(DEADLINE, events.try_next())
+        .await
+        .expect("in time")
+        .expect("ok")
+        .expect("open");
+    assert!(
+        matches!(next, watcher::Event::Apply(ref o) if o.name_any() == "post"),
+        "{next:?}"
+    );
+    emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_tracks_managers_conflicts_and_removals() {
+    let (emu, client) = start(EmulatorConfig::default()).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let apply = |manager: &'static str, force: bool, data: serde_json::Value| {
+        let cms = cms.clone();
+        async move {
+            let mut pp = PatchParams::apply(manager);
+            pp.force = force;
+            cms.patch(
+                "ssa",
+                &pp,
+                &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": data})),
+            )
+            .await
+        }
+    };
+    let data = |cm: ConfigMap| cm.data.unwrap_or_default().into_iter().collect::<Vec<_>>();
+    let first = apply("alpha", false, json!({"a": "1", "b": "2"}))
+        .await
+        .expect("create by apply");
+    assert_eq!(
+        data(first.clone()),
+        vec![("a".into(), "1".into()), ("b".into(), "2".into())]
+    );
+    assert!(
+        first
+            .metadata
+            .managed_fields
+            .unwrap_or_default()
+            .iter()
+            .any(|m| m.manager.as_deref() == Some("alpha"))
+    );
+    let second = apply("alpha", false, json!({"a": "1"}))
+        .await
+        .expect("re-apply");
+    assert_eq!(
+        data(second),
+        vec![("a".into(), "1".into())],
+        "a field no longer applied is removed"
+    );
+    let (code, reason) = api_error(apply("beta", false, json!({"a": "9"})).await.unwrap_err());
+    assert_eq!((code, reason.as_str()), (409, "Conflict"));
+    apply("beta", false, json!({"a": "1", "c": "3"}))
+        .await
+        .expect("same value is shared, not a conflict");
+    let forced = apply("beta", true, json!({"a": "9", "c": "3"}))
+        .await
+        .expect("force takes the field");
+    assert_eq!(
+        data(forced),
+        vec![("a".into(), "9".into()), ("c".into(), "3".into())]
+    );
+    let (code, _) = api_error(apply("alpha", false, json!({"a": "1"})).await.unwrap_err());
+    assert_eq!(code, 409, "alpha lost data.a to beta");
+    // Plain patches keep the ownership records.
+    cms.patch(
+        "ssa",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"d": "4"}})),
+    )
+    .await
+    .unwrap();
+    let after = cms.get("ssa").await.unwrap();
+    let managers: Vec<String> = after
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(managers.contains(&"beta".to_string()), "{managers:?}");
+    emu.shutdown().await;
+}

@@ -1,0 +1,576 @@
+//! Conformance: the real `kubectl` (v1.32, `/usr/bin/kubectl` or `$KUBECTL`) against the
+//! emulator over loopback TLS. Each test starts its own emulator and stops by itself.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use kube_emulator::{Emulator, EmulatorConfig};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+const CRD: &str = include_str!("fixtures/crd.yaml");
+const CLAIM: &str = include_str!("fixtures/claim.yaml");
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+struct Kubectl {
+    emu: Emulator,
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+}
+
+struct Out {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+fn kubectl_bin() -> String {
+    std::env::var("KUBECTL").unwrap_or_else(|_| "/usr/bin/kubectl".into())
+}
+
+impl Kubectl {
+    async fn start() -> Self {
+        let bin = kubectl_bin();
+        assert!(
+            std::path::Path::new(&bin).exists(),
+            "these conformance tests need the real kubectl at {bin} (set KUBECTL to another path)"
+        );
+        let emu = Emulator::start(EmulatorConfig::default())
+            .await
+            .expect("emulator starts");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, emu.kubeconfig_yaml()).expect("kubeconfig written");
+        Self {
+            emu,
+            dir,
+            kubeconfig,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(kubectl_bin());
+        c.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .args(args)
+            .env("HOME", self.dir.path())
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        c
+    }
+
+    async fn run(&self, args: &[&str]) -> Out {
+        let out = tokio::time::timeout(TIMEOUT, self.command(args).output())
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
+            .expect("kubectl runs");
+        Out {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args).await;
+        assert!(
+            out.ok,
+            "kubectl {args:?} failed: {}{}",
+            out.stdout, out.stderr
+        );
+        out.stdout
+    }
+
+    async fn fail(&self, args: &[&str]) -> String {
+        let out = self.run(args).await;
+        assert!(
+            !out.ok,
+            "kubectl {args:?} unexpectedly succeeded: {}",
+            out.stdout
+        );
+        out.stderr
+    }
+
+    fn file(&self, name: &str, content: &str) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, content).expect("write manifest");
+        p.to_string_lossy().into_owned()
+    }
+
+    async fn with_crd_and_claim(&self) {
+        let crd = self.file("crd.yaml", CRD);
+        self.ok(&["apply", "-f", &crd]).await;
+        let claim = self.file("claim.yaml", CLAIM);
+        self.ok(&["apply", "-f", &claim]).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_lists_builtins_and_crds() {
+    let k = Kubectl::start().await;
+    let out = k.ok(&["api-resources"]).await;
+    for want in [
+        "configmaps",
+        "clusterrolebindings",
+        "customresourcedefinitions",
+        "selfsubjectaccessreviews",
+        "validatingadmissionpolicies",
+        "leases",
+    ] {
+        assert!(
+            out.contains(want),
+            "{want} missing from api-resources:\n{out}"
+        );
+    }
+    k.with_crd_and_claim().await;
+    let out = k.ok(&["api-resources", "--api-group=banlieue.io"]).await;
+    assert!(
+        out.contains("virtualmachineclaims") && out.contains("vmc"),
+        "{out}"
+    );
+    let version = k.ok(&["version", "-o", "json"]).await;
+    assert!(version.contains("serverVersion"), "{version}");
+    k.emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_crd_and_cr_then_get_yaml_and_printer_columns() {
+    let k = Kubectl::start().await;
+    k.with_crd_and_claim().await;
+    let yaml = k
+        .ok(&["get", "virtualmachineclaims", "claim-a", "-o", "yaml"])
+        .await;
+    for want in [
+        "poolRef: pool-1",
+        "ttlSeconds: 3600",
+        "generation: 1",
+        "uid:",
+        "resourceVersion:",
+        "creationTimestamp:",
+    ] {
+        assert!(yaml.contains(want), "{want} missing:\n{yaml}");
+    }
+    let table = k.ok(&["get", "vmc"]).await;
+    let header = table.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("NAME")
+            && header.contains("POOL")
+            && header.contains("PHASE")
+            && header.contains("AGE"),
+        "{table}"
+    );
+    assert!(
+        table.contains("claim-a") && table.contains("pool-1"),
+        "{table}"
+    );
+    // Re-applying the same manifest changes nothing.
+    let claim = k.file("claim.yaml", CLAIM);
+    let again = k.ok(&["apply", "-f", &claim]).await;
+    assert!(again.contains("unchanged"), "{again}");
+    // The status subresource is separate from the main resource.
+    k.ok(&[
+        "patch",
+        "vmc",
+        "claim-a",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Bound"}}"#,
+    ])
+    .await;
+    let table = k.ok(&["get", "vmc", "claim-a"]).await;
+    assert!(table.contains("Bound"), "{table}");
+    let generation = k
+        .ok(&[
+            "get",
+            "vmc",
+            "claim-a",
+            "-o",
+            "jsonpath={.metadata.generation}",
+        ])
+        .await;
+    assert_eq!(generation, "1", "a status change must not bump generation");
+    k.emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_watch_sees_a_change() {
+    let k = Kubectl::start().await;
+    k.with_crd_and_claim().await;
+    let mut child = k
+        .command(&["get", "vmc", "-w", "--request-timeout=0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("watch starts");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = tokio::time::timeout(TIMEOUT, lines.next_line())
+        .await
+        .expect("header in time")
+        .expect("read");
+    assert!(first.is_some_and(|l| l.contains("NAME")));
+    let initial = tokio::time::timeout(TIMEOUT, lines.next_line())
+        .await
+        .expect("row in time")
+        .expect("read");
+    assert!(initial.is_some_and(|l| l.contains("claim-a")));
+    k.ok(&[
+        "patch",
+        "vmc",
+        "claim-a",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Releasing"}}"#,
+    ])
+    .await;
+    let seen = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("claim-a") && line.contains("Releasing") {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    let _ = child.kill().await;
+    assert!(seen, "kubectl get -w did not print the change");
+    k.emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_merge_and_json() {
+    let k = Kubectl::start().await;
+    k.with_crd_and_claim().await;
+    k.ok(&[
+        "patch",
+        "vmc",
+        "claim-a",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"ttlSeconds":7200}}"#,
+    ])
+    .await;
+    k.ok(&[
+        "patch",
+        "vmc",
+        "claim-a",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/poolRef","value":"pool-2"}]"#,
+    ])
+    .await;
+    let spec = k
+        .ok(&[
+            "get",
+            "vmc",
+            "claim-a",
+            "-o",
+            "jsonpath={.spec.poolRef} {.spec.ttlSeconds} {.metadata.generation}",
+        ])
+        .await;
+    assert_eq!(spec, "pool-2 7200 3");
+    let err = k
+        .fail(&[
+            "patch",
+            "vmc",
+            "claim-a",
+            "--type=json",
+            "-p",
+            r#"[{"op":"test","path":"/spec/poolRef","value":"nope"}]"#,
+        ])
+        .await;
+    assert!(err.contains("Invalid") || err.contains("invalid"), "{err}");
+    // Built-ins take strategic merge patches (kubectl's default for them).
+    k.ok(&["create", "configmap", "settings", "--from-literal=a=1"])
+        .await;
+    k.ok(&[
+        "patch",
+        "configmap",
+        "settings",
+        "-p",
+        r#"{"data":{"b":"2"}}"#,
+    ])
+    .await;
+    let data = k
+        .ok(&["get", "cm", "settings", "-o", "jsonpath={.data.a}{.data.b}"])
+        .await;
+    assert_eq!(data, "12");
+    k.emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_waits_for_finalizer() {
+    let k = Kubectl::start().await;
+    k.with_crd_and_claim().await;
+    k.ok(&[
+        "patch",
+        "vmc",
+        "claim-a",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["banlieue.io/claim-protection"]}}"#,
+    ])
+    .await;
+    let mut deleting = k
+        .command(&["delete", "vmc", "claim-a", "--timeout=50s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("delete starts");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        deleting.try_wait().expect("poll").is_none(),
+        "kubectl delete returned while a finalizer remained"
+    );
+    let ts = k
+        .ok(&[
+            "get",
+            "vmc",
+            "claim-a",
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ])
+        .await;
+    assert!(!ts.is_empty(), "deletionTimestamp not set");
+    k.ok(&[
+        "patch",
+        "vmc",
+        "claim-a",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ])
+    .await;
+    let status = tokio::time::timeout(Duration::from_secs(30), deleting.wait())
+        .await
+        .expect("delete finishes")
+        .expect("wait");
+    assert!(status.success());
+    let err = k.fail(&["get", "vmc", "claim-a"]).await;
+    assert!(
+        err.contains("NotFound") || err.contains("not found"),
+        "{err}"
+    );
+    k.emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_can_i_with_impersonation_and_forbidden_reason() {
+    let k = Kubectl::start().await;
+    k.with_crd_and_claim().await;
+    k.ok(&[
+        "create",
+        "clusterrole",
+        "claim-viewer",
+        "--verb=get,list,watch",
+        "--resource=virtualmachineclaims.banlieue.io",
+    ])
+    .await;
+    k.ok(&[
+        "create",
+        "clusterrolebinding",
+        "viewers",
+        "--clusterrole=claim-viewer",
+        "--group=console:viewer",
+    ])
+    .await;
+    k.ok(&[
+        "create",
+        "role",
+        "cm-reader",
+        "--verb=get",
+        "--resource=configmaps",
+        "--resource-name=settings",
+    ])
+    .await;
+    k.ok(&[
+        "create",
+        "rolebinding",
+        "bob-reads",
+        "--role=cm-reader",
+        "--user=bob",
+    ])
+    .await;
+    let yes = k
+        .ok(&[
+            "auth",
+            "can-i",
+            "list",
+            "virtualmachineclaims.banlieue.io",
+            "--as=alice",
+            "--as-group=console:viewer",
+        ])
+        .await;
+    assert_eq!(yes.trim(), "yes");
+    let no = k
+        .run(&[
+            "auth",
+            "can-i",
+            "delete",
+            "virtualmachineclaims.banlieue.io",
+            "--as=alice",
+            "--as-group=console:viewer",
+        ])
+        .await;
+    assert_eq!(no.stdout.trim(), "no");
+    assert!(!no.ok);
+    let named = k
+        .ok(&["auth", "can-i", "get", "configmap/settings", "--as=bob"])
+        .await;
+    assert_eq!(named.trim(), "yes");
+    let other = k
+        .run(&["auth", "can-i", "get", "configmap/other", "--as=bob"])
+        .await;
+    assert_eq!(other.stdout.trim(), "no");
+    let err = k.fail(&["get", "vmc", "--as=bob"]).await;
+    assert!(
+        err.contains(r#"virtualmachineclaims.banlieue.io is forbidden: User "bob" cannot list resource "virtualmachineclaims" in API group "banlieue.io" in the namespace "default""#),
+        "{err}"
+    );
+    let who = k
+        .ok(&["auth", "whoami", "--as=alice", "--as-group=console:viewer"])
+        .await;
+    assert!(
+        who.contains("alice") && who.contains("console:viewer"),
+        "{who}"
+    );
+    k.emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_replace_gets_409() {
+    let k = Kubectl::start().await;
+    k.with_crd_and_claim().await;
+    let stale = k.ok(&["get", "vmc", "claim-a", "-o", "yaml"]).await;
+    let stale_path = k.file("stale.yaml", &stale);
+    k.ok(&["label", "vmc", "claim-a", "changed=yes"]).await;
+    let err = k.fail(&["replace", "-f", &stale_path]).await;
+    assert!(
+        err.contains("Conflict") && err.contains("the object has been modified"),
+        "{err}"
+    );
+    k.emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_validation_errors_for_bad_crs() {
+    let k = Kubectl::start().await;
+    k.with_crd_and_claim().await;
+    let bad = k.file(
+        "bad.yaml",
+        "apiVersion: banlieue.io/v1alpha1\nkind: VirtualMachineClaim\nmetadata:\n  name: bad\nspec:\n  poolRef: p\n  ttlSeconds: not-a-number\n",
+    );
+    let err = k.fail(&["apply", "-f", &bad]).await;
+    assert!(
+        err.contains(r#"The VirtualMachineClaim "bad" is invalid: spec.ttlSeconds"#),
+        "{err}"
+    );
+    let missing = k.file("missing.yaml", "apiVersion: banlieue.io/v1alpha1\nkind: VirtualMachineClaim\nmetadata:\n  name: bad2\nspec: {}\n");
+    let err = k.fail(&["create", "-f", &missing]).await;
+    assert!(
+        err.contains("spec.poolRef") && err.contains("Required value"),
+        "{err}"
+    );
+    let unknown = k.file("unknown.yaml", "apiVersion: banlieue.io/v1alpha1\nkind: VirtualMachineClaim\nmetadata:\n  name: bad3\nspec:\n  poolRef: p\n  bogus: 1\n");
+    let err = k.fail(&["create", "-f", &unknown]).await;
+    assert!(err.contains(r#"unknown field "spec.bogus""#), "{err}");
+    let err = k
+        .fail(&[
+            "patch",
+            "vmc",
+            "claim-a",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"ttlSeconds":90000}}"#,
+        ])
+        .await;
+    assert!(
+        err.contains("ttlSeconds must be at most a day"),
+        "CEL rule: {err}"
+    );
+    let ok = k.ok(&["create", "-f", &unknown, "--validate=false"]).await;
+    assert!(ok.contains("created"), "{ok}");
+    let pruned = k
+        .ok(&["get", "vmc", "bad3", "-o", "jsonpath={.spec}"])
+        .await;
+    assert!(
+        !pruned.contains("bogus"),
+        "unknown field must be pruned: {pruned}"
+    );
+    k.emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_and_generate_name() {
+    let k = Kubectl::start().await;
+    k.ok(&[
+        "create",
+        "configmap",
+        "dry",
+        "--from-literal=a=1",
+        "--dry-run=server",
+    ])
+    .await;
+    let err = k.fail(&["get", "cm", "dry"]).await;
+    assert!(err.contains("not found"), "{err}");
+    let generated = k.file(
+        "gen.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: gen-\ndata:\n  a: b\n",
+    );
+    let out = k.ok(&["create", "-f", &generated, "-o", "name"]).await;
+    assert!(
+        out.trim().starts_with("configmap/gen-") && out.trim().len() == "configmap/gen-".len() + 5,
+        "{out}"
+    );
+    k.emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_removes_fields_and_reports_conflicts() {
+    let k = Kubectl::start().await;
+    let v1 = k.file(
+        "v1.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\ndata:\n  a: \"1\"\n  b: \"2\"\n",
+    );
+    k.ok(&["apply", "--server-side", "-f", &v1]).await;
+    let v2 = k.file(
+        "v2.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\ndata:\n  a: \"1\"\n",
+    );
+    k.ok(&["apply", "--server-side", "-f", &v2]).await;
+    let data = k.ok(&["get", "cm", "s", "-o", "jsonpath={.data}"]).await;
+    assert_eq!(data, r#"{"a":"1"}"#);
+    let other = k.file(
+        "other.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\ndata:\n  a: \"5\"\n",
+    );
+    let err = k
+        .fail(&[
+            "apply",
+            "--server-side",
+            "--field-manager=other",
+            "-f",
+            &other,
+        ])
+        .await;
+    assert!(
+        err.contains(r#"Apply failed with 1 conflict: conflict with "kubectl": .data.a"#),
+        "{err}"
+    );
+    k.ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager=other",
+        "--force-conflicts",
+        "-f",
+        &other,
+    ])
+    .await;
+    let data = k.ok(&["get", "cm", "s", "-o", "jsonpath={.data.a}"]).await;
+    assert_eq!(data, "5");
+    k.emu.shutdown().await;
+}
