@@ -87,6 +87,7 @@ users-col-name = Name
 users-col-display-name = Display name
 users-col-email = E-mail
 users-col-roles = Roles
+users-col-tenant = Tenant
 users-col-state = State
 users-col-last-sign-in = Last sign-in
 users-never = never

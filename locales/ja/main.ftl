@@ -87,6 +87,7 @@ users-col-name = 名前
 users-col-display-name = 表示名
 users-col-email = メールアドレス
 users-col-roles = ロール
+users-col-tenant = テナント
 users-col-state = 状態
 users-col-last-sign-in = 最終サインイン
 users-never = なし

@@ -88,6 +88,7 @@ fn UserTable(rows: Vec<UserRow>, locale: Locale) -> impl IntoView {
                         <th class=th scope="col">{locale.t("users-col-display-name")}</th>
                         <th class=th scope="col">{locale.t("users-col-email")}</th>
                         <th class=th scope="col">{locale.t("users-col-roles")}</th>
+                        <th class=th scope="col">{locale.t("users-col-tenant")}</th>
                         <th class=th scope="col">{locale.t("users-col-state")}</th>
                         <th class=th scope="col">{locale.t("users-col-last-sign-in")}</th>
                     </tr>
@@ -106,6 +107,7 @@ fn UserTable(rows: Vec<UserRow>, locale: Locale) -> impl IntoView {
                                     <td class="px-3 py-2">{row.display_name.clone()}</td>
                                     <td class="px-3 py-2">{row.email.clone()}</td>
                                     <td class="px-3 py-2">{row.roles.join(", ")}</td>
+                                    <td class="px-3 py-2">{row.tenant.clone().unwrap_or_default()}</td>
                                     <td class="px-3 py-2"><StateBadge row=badge locale /></td>
                                     <td class="px-3 py-2 text-slate-500 dark:text-slate-400">
                                         {row.last_sign_in.clone().unwrap_or_else(|| locale.t("users-never"))}
