@@ -10,7 +10,7 @@ use tower_sessions::Session;
 
 use crate::AppState;
 use crate::admin::format_instant;
-use crate::middleware::{CurrentUser, client_ip, internal_error};
+use crate::middleware::{client_ip, internal_error, signed_in};
 use crate::pages;
 use crate::session::AUTH_KEY;
 
@@ -94,18 +94,4 @@ pub async fn revoke_all(
         Ok(()) => Redirect::to(paths::SIGN_IN).into_response(),
         Err(error) => internal_error(state.locale, &error),
     }
-}
-
-fn signed_in(request: &Request) -> (PageState, UserRecord) {
-    let state = request
-        .extensions()
-        .get::<PageState>()
-        .cloned()
-        .unwrap_or_default();
-    let user = request
-        .extensions()
-        .get::<CurrentUser>()
-        .map(|c| c.0.clone())
-        .expect("the access rules admit only signed-in users here");
-    (state, user)
 }

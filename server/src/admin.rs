@@ -19,7 +19,7 @@ use time::OffsetDateTime;
 
 use crate::AppState;
 use crate::form::Form;
-use crate::middleware::{CurrentUser, client_ip, error_page, internal_error};
+use crate::middleware::{client_ip, error_page, internal_error, signed_in};
 use crate::pages;
 
 /// `GET /users?q=&page=` query.
@@ -344,16 +344,7 @@ fn day_start(text: &str) -> Result<Option<OffsetDateTime>, ()> {
 
 /// The request's page state and the signed-in person as an [`Actor`].
 pub fn context(request: &Request) -> (PageState, Actor) {
-    let state = request
-        .extensions()
-        .get::<PageState>()
-        .cloned()
-        .unwrap_or_default();
-    let user = request
-        .extensions()
-        .get::<CurrentUser>()
-        .map(|c| c.0.clone())
-        .expect("the access rules admit only signed-in users here");
+    let (state, user) = signed_in(request);
     let actor = Actor::User {
         user: Box::new(user),
         source: client_ip(request.extensions()),

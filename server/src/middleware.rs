@@ -168,6 +168,22 @@ async fn load_user(
     Ok(user)
 }
 
+/// The page state and the signed-in user of a request behind the access rules (which
+/// admit only signed-in users to the handlers that call this).
+pub fn signed_in(request: &Request) -> (PageState, UserRecord) {
+    let state = request
+        .extensions()
+        .get::<PageState>()
+        .cloned()
+        .unwrap_or_default();
+    let user = request
+        .extensions()
+        .get::<CurrentUser>()
+        .map(|c| c.0.clone())
+        .expect("the access rules admit only signed-in users here");
+    (state, user)
+}
+
 pub fn signed_in_user(user: &UserRecord) -> SignedInUser {
     SignedInUser {
         name: user.name.clone(),
