@@ -18,6 +18,7 @@ pub enum AppError {
     PasswordTooShort,
     PasswordsDiffer,
     WrongCurrentPassword,
+    PasswordUnchanged,
     MissingUserName,
     /// The form body was not `application/x-www-form-urlencoded` UTF-8.
     InvalidForm,
@@ -42,6 +43,10 @@ pub enum AppError {
     /// The typed confirmation did not name the target.
     ConfirmationMismatch,
     InvalidDate,
+    /// Display name or e-mail with control characters (NUL, escape sequences…).
+    ControlCharacters,
+    /// A GET of an address that only takes form posts (e.g. reloading an action).
+    MethodNotAllowed,
     Internal {
         correlation_id: String,
     },
@@ -57,6 +62,9 @@ impl AppError {
             Self::PasswordTooShort => "error-password-too-short",
             Self::PasswordsDiffer => "error-passwords-differ",
             Self::WrongCurrentPassword => "error-wrong-current-password",
+            Self::PasswordUnchanged => "error-password-unchanged",
+            Self::ControlCharacters => "error-control-characters",
+            Self::MethodNotAllowed => "error-method-not-allowed",
             Self::MissingUserName => "error-missing-user-name",
             Self::InvalidForm => "error-invalid-form",
             Self::RequestTooLarge => "error-request-too-large",
@@ -86,14 +94,17 @@ impl AppError {
             | Self::PasswordTooLong
             | Self::PasswordTooShort
             | Self::PasswordsDiffer
-            | Self::WrongCurrentPassword => 200,
+            | Self::WrongCurrentPassword
+            | Self::PasswordUnchanged => 200,
             Self::MissingUserName
             | Self::InvalidForm
             | Self::InvalidUserName
             | Self::InvalidRoles
             | Self::FieldTooLong
             | Self::ConfirmationMismatch
-            | Self::InvalidDate => 400,
+            | Self::InvalidDate
+            | Self::ControlCharacters => 400,
+            Self::MethodNotAllowed => 405,
             Self::Forbidden | Self::RoleNotHeld { .. } | Self::LastAdmin => 403,
             Self::NotFound => 404,
             Self::NameTaken | Self::Conflict => 409,
@@ -150,6 +161,9 @@ impl AppError {
             Self::LastAdmin,
             Self::ConfirmationMismatch,
             Self::InvalidDate,
+            Self::PasswordUnchanged,
+            Self::ControlCharacters,
+            Self::MethodNotAllowed,
             Self::Internal {
                 correlation_id: "x".into(),
             },

@@ -79,11 +79,18 @@ impl Locale {
         LOCALES.lookup(self.id(), key)
     }
 
-    /// The message `key` with named arguments (`{ $name }` in the Fluent source).
+    /// The message `key` with named arguments (`{ $name }` in the Fluent source). An
+    /// argument that is an integer is passed as a number, so plural selectors work.
     pub fn t_with(self, key: &str, args: &[(&'static str, String)]) -> String {
         let args: HashMap<Cow<'static, str>, FluentValue<'_>> = args
             .iter()
-            .map(|(name, value)| (Cow::Borrowed(*name), FluentValue::from(value.as_str())))
+            .map(|(name, value)| {
+                let value = match value.parse::<i64>() {
+                    Ok(number) => FluentValue::from(number),
+                    Err(_) => FluentValue::from(value.as_str()),
+                };
+                (Cow::Borrowed(*name), value)
+            })
             .collect();
         LOCALES.lookup_with_args(self.id(), key, &args)
     }
@@ -119,5 +126,8 @@ mod tests {
             Locale::Ja.t_with("signed-in-as", &[("name", "alice".into())]),
             "alice としてサインイン中"
         );
+        let count = |n: &str| Locale::En.t_with("users-count", &[("total", n.into())]);
+        assert_eq!(count("1"), "one user");
+        assert_eq!(count("7"), "7 users");
     }
 }

@@ -37,7 +37,10 @@ not-found-home = Go to the dashboard
 
 ## Errors
 error-invalid-credentials = The user name or password is wrong.
-error-throttled = Too many failed attempts. Try again in { $seconds } seconds.
+error-throttled = Too many failed attempts. Try again in { $seconds ->
+    [one] one second
+   *[other] { $seconds } seconds
+}.
 error-password-too-long = Passwords are at most 128 bytes long.
 error-password-too-short = The new password must be at least 12 bytes long.
 error-missing-user-name = Enter your user name.
@@ -61,6 +64,10 @@ error-last-admin = The last enabled admin cannot be disabled, deleted or lose th
 error-confirmation-mismatch = Type the user's name exactly to confirm.
 error-invalid-date = Dates are written YYYY-MM-DD.
 
+error-password-unchanged = The new password must differ from the current one.
+error-control-characters = The display name and the e-mail may not contain control characters.
+error-method-not-allowed = This address only takes a form submission. Go back and use the page's buttons.
+
 ## Notices
 notice-user-created = User created.
 notice-user-saved = Changes saved.
@@ -82,7 +89,10 @@ users-search = Search
 users-search-placeholder = Name, display name or e-mail
 users-search-submit = Search
 users-empty = No user matches.
-users-count = { $total } users
+users-count = { $total ->
+    [one] one user
+   *[other] { $total } users
+}
 users-col-name = Name
 users-col-display-name = Display name
 users-col-email = E-mail

@@ -61,6 +61,10 @@ error-last-admin = 最後の有効な管理者は、無効化・削除・admin �
 error-confirmation-mismatch = 確認のため、ユーザー名を正確に入力してください。
 error-invalid-date = 日付は YYYY-MM-DD の形で入力してください。
 
+error-password-unchanged = 新しいパスワードは現在のパスワードと違うものにしてください。
+error-control-characters = 表示名とメールアドレスに制御文字は使えません。
+error-method-not-allowed = このアドレスはフォームの送信専用です。前のページに戻ってボタンを使ってください。
+
 ## Notices
 notice-user-created = ユーザーを作成しました。
 notice-user-saved = 変更を保存しました。

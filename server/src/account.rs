@@ -44,6 +44,7 @@ async fn account_view(
         Err(error) => return internal_error(state.locale, &error),
     };
     state.page = Page::Account;
+    state.path = paths::ACCOUNT.to_owned();
     state.notice = notice;
     state.data = PageData::Account(AccountView {
         sessions: sessions
@@ -72,7 +73,11 @@ pub async fn revoke_session(
     let (state, user) = signed_in(&request);
     let source = client_ip(request.extensions());
     match app.accounts.end_own_session(&user, &handle, source).await {
-        Ok(_) => account_view(&app, &session, state, &user, Some(Notice::SessionRevoked)).await,
+        Ok(ended) => {
+            // An unknown handle (already ended, or not ours) just shows the list again.
+            let notice = ended.then_some(Notice::SessionRevoked);
+            account_view(&app, &session, state, &user, notice).await
+        }
         Err(error) => internal_error(state.locale, &error.into()),
     }
 }

@@ -4,7 +4,7 @@
 
 use app::{
     AppError, AuditFilter, AuditRow, AuditView, Notice, Page, PageData, PageState, UserRow,
-    UserView, UsersView,
+    UserView, UsersView, paths,
 };
 use axum::extract::{Path, Query, Request, State};
 use axum::http::StatusCode;
@@ -22,13 +22,18 @@ use crate::form::Form;
 use crate::middleware::{client_ip, error_page, internal_error, signed_in};
 use crate::pages;
 
-/// `GET /users?q=&page=` query.
+/// `GET /users?q=&page=` query. A page number that is not one is page 0 (a hand-edited
+/// URL gets the first page, not a parse error).
 #[derive(Debug, Default, Deserialize)]
 pub struct UsersQuery {
     #[serde(default)]
     q: String,
     #[serde(default)]
-    page: u32,
+    page: String,
+}
+
+fn page_number(raw: &str) -> u32 {
+    raw.trim().parse().unwrap_or(0)
 }
 
 /// `GET /users`: one page of the search.
@@ -38,7 +43,15 @@ pub async fn users_page(
     request: Request,
 ) -> Response {
     let (state, actor) = context(&request);
-    users_view(&app, state, &actor, &query.q, query.page, None).await
+    users_view(
+        &app,
+        state,
+        &actor,
+        &query.q,
+        page_number(&query.page),
+        None,
+    )
+    .await
 }
 
 async fn users_view(
@@ -50,6 +63,7 @@ async fn users_view(
     error: Option<(AppError, Form)>,
 ) -> Response {
     state.page = Page::Users;
+    state.path = paths::USERS.to_owned();
     let listed = match app.accounts.list_users(actor, search, page).await {
         Ok(listed) => listed,
         Err(error) => return refusal(app, state, error).await,
@@ -131,6 +145,7 @@ async fn user_view(
     error: Option<(AppError, Form)>,
 ) -> Response {
     state.page = Page::User;
+    state.path = paths::user(user.name.as_str());
     state.notice = notice;
     state.data = PageData::User(UserView {
         user: user_row(&user),
@@ -177,7 +192,18 @@ pub async fn user_action(
         Ok(form) => form,
         Err(error) => return error_page(state.locale, &error),
     };
-    let version: i64 = form.get("version").parse().unwrap_or(-1);
+    let version: i64 = match form.get("version").parse() {
+        Ok(version) => version,
+        Err(_)
+            if matches!(
+                action,
+                UserAction::ResetPassword | UserAction::RevokeSessions
+            ) =>
+        {
+            0
+        }
+        Err(_) => return error_page(state.locale, &AppError::InvalidForm),
+    };
     let accounts = &app.accounts;
     let outcome = match action {
         UserAction::Update => accounts
@@ -238,7 +264,7 @@ pub struct AuditParams {
     #[serde(flatten)]
     filter: AuditFilterParams,
     #[serde(default)]
-    page: u32,
+    page: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -265,6 +291,7 @@ pub async fn audit_page(
 ) -> Response {
     let (mut state, actor) = context(&request);
     state.page = Page::Audit;
+    let page = page_number(&params.page);
     let f = params.filter;
     let filter = AuditFilter {
         actor: f.actor.trim().to_owned(),
@@ -277,7 +304,10 @@ pub async fn audit_page(
     let (since, until) = match (day_start(&filter.since), day_start(&filter.until)) {
         (Ok(since), Ok(until)) => (
             since,
-            until.map(|d| d + time::Duration::days(1) - time::Duration::milliseconds(1)),
+            // The whole `until` day; the last representable day has no "next day".
+            until.and_then(|d| {
+                d.checked_add(time::Duration::days(1) - time::Duration::milliseconds(1))
+            }),
         ),
         _ => {
             state.data = PageData::Audit(AuditView {
@@ -299,14 +329,14 @@ pub async fn audit_page(
         since,
         until,
     };
-    match app.accounts.audit_log(&actor, &query, params.page).await {
-        Ok(page) => {
+    match app.accounts.audit_log(&actor, &query, page).await {
+        Ok(found) => {
             state.data = PageData::Audit(AuditView {
                 filter,
-                page: params.page,
+                page,
                 per_page: AUDIT_PER_PAGE,
-                total: page.total,
-                rows: page
+                total: found.total,
+                rows: found
                     .events
                     .into_iter()
                     .map(|e| AuditRow {
@@ -374,6 +404,7 @@ pub fn app_error(error: AdminError) -> Result<AppError, anyhow::Error> {
         AdminError::Conflict => AppError::Conflict,
         AdminError::LastAdmin => AppError::LastAdmin,
         AdminError::ConfirmationMismatch => AppError::ConfirmationMismatch,
+        AdminError::ControlCharacters => AppError::ControlCharacters,
         AdminError::Internal(error) => return Err(error.into()),
     })
 }

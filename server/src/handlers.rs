@@ -100,6 +100,7 @@ pub async fn change_password(
         Err(ChangePasswordError::WrongCurrentPassword) => {
             refuse(state, AppError::WrongCurrentPassword).await
         }
+        Err(ChangePasswordError::Unchanged) => refuse(state, AppError::PasswordUnchanged).await,
         Err(ChangePasswordError::InvalidNewPassword(e)) => {
             let error = match e {
                 banlieue_domain::PasswordError::TooShort { .. } => AppError::PasswordTooShort,
@@ -189,6 +190,15 @@ fn local_path(next: &str) -> Option<&str> {
         && !next.starts_with("/\\")
         && !next.chars().any(char::is_control);
     ok.then_some(next)
+}
+
+/// A method an address does not take (typically reloading the result of a form post):
+/// a translated page instead of an empty 405.
+pub async fn method_not_allowed(request: Request) -> Response {
+    crate::middleware::error_page(
+        crate::middleware::locale_of(request.headers()),
+        &AppError::MethodNotAllowed,
+    )
 }
 
 /// `GET /healthz`: the process answers.

@@ -85,6 +85,7 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
         .route(paths::AUDIT, get(admin::audit_page))
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
+        .method_not_allowed_fallback(handlers::method_not_allowed)
         .fallback(leptos_axum::file_and_error_handler_with_context::<
             AppState,
             _,

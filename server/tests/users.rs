@@ -338,3 +338,70 @@ fn version_of(body: &str) -> String {
         .expect("a version field");
     value[..value.find('"').unwrap()].to_owned()
 }
+
+#[tokio::test]
+async fn hand_edited_addresses_get_pages_not_crashes() {
+    let (app, admin) = with_admin().await;
+    for path in [
+        "/users?page=4294967295",
+        "/users?page=abc",
+        "/users?page=-1",
+        "/audit?page=4294967295",
+        "/audit?until=9999-12-31",
+        "/audit?since=0000-01-01&page=x",
+    ] {
+        let page = app.send(get(path, Some(&admin))).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.body);
+    }
+    let reload = app.send(get("/users/root/disable", Some(&admin))).await;
+    assert_eq!(reload.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(
+        reload
+            .alert()
+            .unwrap()
+            .starts_with("This address only takes a form submission")
+    );
+}
+
+#[tokio::test]
+async fn action_results_keep_the_user_page_address_for_the_language_switch() {
+    let (app, admin) = with_admin().await;
+    app.create_user("bob", PASSWORD, &[], false).await;
+    let done = app
+        .send(post_form("/users/bob/revoke-sessions", "", Some(&admin)))
+        .await;
+    assert_eq!(done.status, StatusCode::OK);
+    assert!(done.body.contains("name=\"next\" value=\"/users/bob\""));
+}
+
+#[tokio::test]
+async fn profiles_refuse_control_characters_and_actions_need_a_version() {
+    let (app, admin) = with_admin().await;
+    let bad = app
+        .send(post_form(
+            "/users",
+            form(&[
+                ("name", "eve"),
+                ("display_name", "a\u{0}b\u{1b}[31m"),
+                ("password_mode", "generate"),
+            ]),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(bad.alert().unwrap().contains("control characters"));
+    app.create_user("bob", PASSWORD, &[], false).await;
+    let no_version = app
+        .send(post_form("/users/bob/disable", "", Some(&admin)))
+        .await;
+    assert_eq!(no_version.status, StatusCode::BAD_REQUEST);
+    let bogus = app
+        .send(post_form(
+            "/account/sessions/not-a-session/revoke",
+            "",
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(bogus.status, StatusCode::OK);
+    assert!(!bogus.body.contains("Session ended."), "nothing was ended");
+}

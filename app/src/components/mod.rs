@@ -4,21 +4,6 @@ use leptos::prelude::*;
 
 use crate::{AppError, Locale, Notice, page_state, paths};
 
-/// A link that always loads the page from the server: pages get their data from the
-/// server's render, so client-side routing would show stale data.
-#[component]
-pub fn PageLink(
-    href: String,
-    children: Children,
-    #[prop(optional)] class: &'static str,
-) -> impl IntoView {
-    view! {
-        <a href=href rel="external" class=class>
-            {children()}
-        </a>
-    }
-}
-
 /// The success message of the last action, announced politely.
 #[component]
 pub fn NoticeBanner(notice: Notice) -> impl IntoView {
@@ -48,16 +33,20 @@ pub fn Messages() -> impl IntoView {
 pub fn Pager(base: String, page: u32, per_page: i64, total: i64) -> impl IntoView {
     let locale = page_state().locale;
     let pages = ((total + per_page - 1) / per_page).max(1);
-    let previous = (page > 0).then(|| format!("{base}page={}", page - 1));
-    let next = (i64::from(page) + 1 < pages).then(|| format!("{base}page={}", page + 1));
+    let page = i64::from(page);
+    let previous = (page > 0).then(|| format!("{base}page={}", (page - 1).min(pages - 1)));
+    let next = (page + 1 < pages).then(|| format!("{base}page={}", page + 1));
     let link = "rounded-lg border border-slate-300 px-3 py-1.5 text-sm hover:bg-slate-100 dark:border-slate-700 dark:hover:bg-slate-800";
     view! {
         <nav class="mt-4 flex items-center gap-3" aria-label="pagination">
-            {previous.map(|href| view! { <PageLink href class=link>{locale.t("pager-previous")}</PageLink> })}
+            {previous.map(|href| view! { <a href=href class=link>{locale.t("pager-previous")}</a> })}
             <span class="text-sm text-slate-500 dark:text-slate-400">
-                {locale.t_with("pager-position", &[("page", (page + 1).to_string()), ("pages", pages.to_string())])}
+                {locale.t_with(
+                    "pager-position",
+                    &[("page", (page + 1).to_string()), ("pages", pages.to_string())],
+                )}
             </span>
-            {next.map(|href| view! { <PageLink href class=link>{locale.t("pager-next")}</PageLink> })}
+            {next.map(|href| view! { <a href=href class=link>{locale.t("pager-next")}</a> })}
         </nav>
     }
 }
@@ -137,6 +126,8 @@ pub fn AppHeader() -> impl IntoView {
     let state = page_state();
     let locale = state.locale;
     let is_admin = state.user.as_ref().is_some_and(|u| u.is_admin());
+    // While the password must change, every other page redirects back: offer none.
+    let navigable = state.user.as_ref().is_some_and(|u| !u.must_change_password);
     let who = state
         .user
         .as_ref()
@@ -144,28 +135,33 @@ pub fn AppHeader() -> impl IntoView {
     view! {
         <header class="border-b border-slate-200 bg-white/80 dark:border-slate-800 dark:bg-slate-900/80">
             <div class="mx-auto flex max-w-5xl flex-wrap items-center gap-x-6 gap-y-2 px-4 py-3">
-                <PageLink href=paths::DASHBOARD.to_owned() class="font-semibold tracking-tight">
+                <a href=paths::DASHBOARD.to_owned() class="font-semibold tracking-tight">
                     {locale.t("app-name")}
-                </PageLink>
-                <nav class="flex flex-wrap gap-4 text-sm">
-                    <PageLink href=paths::DASHBOARD.to_owned() class="hover:underline">
-                        {locale.t("nav-dashboard")}
-                    </PageLink>
-                    {is_admin
-                        .then(|| {
-                            view! {
-                                <PageLink href=paths::USERS.to_owned() class="hover:underline">
-                                    {locale.t("nav-users")}
-                                </PageLink>
-                                <PageLink href=paths::AUDIT.to_owned() class="hover:underline">
-                                    {locale.t("nav-audit")}
-                                </PageLink>
-                            }
-                        })}
-                    <PageLink href=paths::ACCOUNT.to_owned() class="hover:underline">
-                        {locale.t("nav-account")}
-                    </PageLink>
-                </nav>
+                </a>
+                {navigable
+                    .then(|| {
+                        view! {
+                        <nav class="flex flex-wrap gap-4 text-sm">
+                            <a href=paths::DASHBOARD.to_owned() class="hover:underline">
+                                {locale.t("nav-dashboard")}
+                            </a>
+                            {is_admin
+                                .then(|| {
+                                    view! {
+                                        <a href=paths::USERS.to_owned() class="hover:underline">
+                                            {locale.t("nav-users")}
+                                        </a>
+                                        <a href=paths::AUDIT.to_owned() class="hover:underline">
+                                            {locale.t("nav-audit")}
+                                        </a>
+                                    }
+                                })}
+                            <a href=paths::ACCOUNT.to_owned() class="hover:underline">
+                                {locale.t("nav-account")}
+                            </a>
+                        </nav>
+                        }
+                    })}
                 <div class="ms-auto flex items-center gap-4">
                     <span class="text-sm text-slate-600 dark:text-slate-300" data-testid="signed-in-as">
                         {who}

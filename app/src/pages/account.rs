@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 
 use super::users::{DANGER_BUTTON, SECONDARY_BUTTON};
-use crate::components::{AppHeader, Messages, PageLink};
+use crate::components::{AppHeader, Messages};
 use crate::{PageData, page_state, paths};
 
 /// My account: change password, my sessions (end one, or all).
@@ -19,12 +19,14 @@ pub fn Account() -> impl IntoView {
         <main class="mx-auto max-w-5xl space-y-8 px-4 py-8">
             <h1 class="text-2xl font-semibold tracking-tight">{locale.t("account-title")}</h1>
             <Messages />
-            <PageLink href=paths::CHANGE_PASSWORD.to_owned() class=SECONDARY_BUTTON>
-                {locale.t("account-change-password")}
-            </PageLink>
+            <p>
+                <a href=paths::CHANGE_PASSWORD.to_owned() class=SECONDARY_BUTTON>
+                    {locale.t("account-change-password")}
+                </a>
+            </p>
             <section aria-labelledby="my-sessions" class="space-y-4">
                 <h2 id="my-sessions" class="text-lg font-semibold">{locale.t("account-sessions-title")}</h2>
-                <div class="overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
+                <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
                     <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="sessions-table">
                         <thead class="bg-slate-100 dark:bg-slate-900">
                             <tr>

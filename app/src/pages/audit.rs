@@ -59,7 +59,7 @@ pub fn Audit() -> impl IntoView {
                 view! { <p class="rounded-xl border border-dashed border-slate-300 p-8 text-center dark:border-slate-700">{locale.t("audit-empty")}</p> }.into_any()
             } else {
                 view! {
-                    <div class="overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
+                    <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
                         <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="audit-table">
                             <thead class="bg-slate-100 dark:bg-slate-900">
                                 <tr>

@@ -5,7 +5,7 @@ use super::users::{
     DANGER_BUTTON, PRIMARY_BUTTON, PasswordChoiceFields, ProfileFields, SECONDARY_BUTTON,
     StateBadge,
 };
-use crate::components::{AppHeader, Messages, PageLink};
+use crate::components::{AppHeader, Messages};
 use crate::{PageData, page_state, paths};
 
 /// One user (admins): profile and roles, disable/enable, password reset, ending sessions,
@@ -36,9 +36,9 @@ pub fn UserDetail() -> impl IntoView {
     view! {
         <AppHeader />
         <main class="mx-auto max-w-3xl space-y-6 px-4 py-8">
-            <PageLink href=paths::USERS.to_owned() class="text-sm text-indigo-700 hover:underline dark:text-indigo-300">
+            <a href=paths::USERS.to_owned() class="text-sm text-indigo-700 hover:underline dark:text-indigo-300">
                 {locale.t("user-back")}
-            </PageLink>
+            </a>
             <div class="flex flex-wrap items-center gap-3">
                 <h1 class="text-2xl font-semibold tracking-tight" data-testid="user-name">{user.name.clone()}</h1>
                 <StateBadge row=user.clone() locale />

@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 
 use super::INPUT_CLASS;
-use crate::components::{AppHeader, Messages, PageLink, Pager};
+use crate::components::{AppHeader, Messages, Pager};
 use crate::{Locale, PageData, UserRow, page_state, paths};
 
 /// Users (admins): search, one page of the table, and the create form.
@@ -80,7 +80,7 @@ pub fn Users() -> impl IntoView {
 fn UserTable(rows: Vec<UserRow>, locale: Locale) -> impl IntoView {
     let th = "px-3 py-2 text-left font-medium";
     view! {
-        <div class="overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
+        <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
             <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="users-table">
                 <thead class="bg-slate-100 dark:bg-slate-900">
                     <tr>
@@ -102,7 +102,7 @@ fn UserTable(rows: Vec<UserRow>, locale: Locale) -> impl IntoView {
                             view! {
                                 <tr>
                                     <td class="px-3 py-2 font-medium">
-                                        <PageLink href class="text-indigo-700 hover:underline dark:text-indigo-300">{row.name.clone()}</PageLink>
+                                        <a href=href class="text-indigo-700 hover:underline dark:text-indigo-300">{row.name.clone()}</a>
                                     </td>
                                     <td class="px-3 py-2">{row.display_name.clone()}</td>
                                     <td class="px-3 py-2">{row.email.clone()}</td>

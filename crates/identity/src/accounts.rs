@@ -43,6 +43,10 @@ pub enum ChangePasswordError {
     Throttled { retry_after: Duration },
     #[error("the current password is wrong")]
     WrongCurrentPassword,
+    /// The new password equals the current one (after an administrator set it, they know
+    /// it, so keeping it defeats the forced change).
+    #[error("the new password is the current one")]
+    Unchanged,
     #[error("the new password is not acceptable: {0}")]
     InvalidNewPassword(PasswordError),
     #[error(transparent)]
@@ -254,6 +258,9 @@ impl Accounts {
             self.audit(name, "user.password-change", name, source, "wrong-password")
                 .await;
             return Err(ChangePasswordError::WrongCurrentPassword);
+        }
+        if Password::presented(current).is_ok_and(|current| current == new) {
+            return Err(ChangePasswordError::Unchanged);
         }
         let phc = self.hasher.hash(&new).await?;
         let updated = self.store.set_password(user.id, &phc, false, now).await?;

@@ -78,6 +78,8 @@ pub enum AdminError {
     LastAdmin,
     #[error("the typed confirmation does not name the user")]
     ConfirmationMismatch,
+    #[error("the display name or e-mail contains control characters")]
+    ControlCharacters,
     #[error(transparent)]
     Internal(#[from] IdentityError),
 }
@@ -149,7 +151,15 @@ impl Accounts {
     ) -> Result<(UserRecord, Option<String>), AdminError> {
         require_admin(actor)?;
         let name = UserName::parse(name.trim()).map_err(AdminError::InvalidName)?;
-        let roles = grantable_roles(actor, &profile.roles, &Roles::default())?;
+        let roles = self
+            .audited_grant(
+                actor,
+                "user.create",
+                name.as_str(),
+                &profile.roles,
+                &Roles::default(),
+            )
+            .await?;
         check_profile(profile)?;
         let (password, shown) = choose_password(password)?;
         let phc = self
@@ -182,7 +192,9 @@ impl Accounts {
         profile: &UserProfile,
     ) -> Result<UserRecord, AdminError> {
         let user = self.user(actor, name).await?;
-        let roles = grantable_roles(actor, &profile.roles, &user.roles)?;
+        let roles = self
+            .audited_grant(actor, "user.update", name, &profile.roles, &user.roles)
+            .await?;
         check_profile(profile)?;
         let role_change = roles != user.roles;
         let result = self
@@ -346,6 +358,23 @@ impl Accounts {
         Ok(result?)
     }
 
+    /// [`grantable_roles`], with a refused grant recorded in the audit log.
+    async fn audited_grant(
+        &self,
+        actor: &Actor,
+        action: &str,
+        target: &str,
+        requested: &[String],
+        current: &Roles,
+    ) -> Result<Roles, AdminError> {
+        let granted = grantable_roles(actor, requested, current);
+        if let Err(AdminError::RoleNotHeld(role)) = &granted {
+            self.audit_detail(actor, action, target, "role-not-held", role)
+                .await;
+        }
+        granted
+    }
+
     async fn audit_result<T>(
         &self,
         actor: &Actor,
@@ -413,6 +442,10 @@ fn grantable_roles(
 }
 
 fn check_profile(profile: &UserProfile) -> Result<(), AdminError> {
+    let controls = |s: &str| s.chars().any(char::is_control);
+    if controls(&profile.display_name) || controls(&profile.email) {
+        return Err(AdminError::ControlCharacters);
+    }
     let too_long = |s: &str| s.trim().chars().count() > MAX_PROFILE_FIELD;
     if too_long(&profile.display_name) || too_long(&profile.email) {
         return Err(AdminError::FieldTooLong {

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 /// How failed sign-ins slow further attempts down.
 #[derive(Debug, Clone, Copy)]
 pub struct ThrottlePolicy {
-    /// Failures allowed before any delay (SPEC §3: 5).
+    /// Failures allowed before any delay (SPEC §3: 5): the attempt after the fifth
+    /// failure already waits.
     pub free_failures: u32,
     /// Delay after the first failure beyond the free ones; it doubles with each further one.
     pub base_delay: Duration,
@@ -121,8 +122,8 @@ impl<K: Eq + Hash> Failures<K> {
         }
         entry.count = entry.count.saturating_add(1);
         entry.last = now;
-        if entry.count > policy.free_failures {
-            let doublings = (entry.count - policy.free_failures - 1).min(30);
+        if entry.count >= policy.free_failures {
+            let doublings = (entry.count - policy.free_failures).min(30);
             let delay = policy
                 .base_delay
                 .saturating_mul(1 << doublings)
@@ -143,7 +144,7 @@ mod tests {
     fn five_failures_are_free_then_delays_double_up_to_the_cap() {
         let throttle = SignInThrottle::new(ThrottlePolicy::default());
         let t0 = Instant::now();
-        for _ in 0..5 {
+        for _ in 0..4 {
             throttle.record_failure("alice", IP, t0);
             assert_eq!(throttle.check("alice", IP, t0), Ok(()));
         }
@@ -164,7 +165,7 @@ mod tests {
     fn user_and_source_keys_block_independently() {
         let throttle = SignInThrottle::new(ThrottlePolicy::default());
         let now = Instant::now();
-        for i in 0..6 {
+        for i in 0..5 {
             throttle.record_failure(&format!("user{i}"), IP, now);
         }
         // The source is blocked for every name, another source is not.
@@ -172,7 +173,7 @@ mod tests {
         assert_eq!(throttle.check("someone", OTHER_IP, now), Ok(()));
 
         let throttle = SignInThrottle::new(ThrottlePolicy::default());
-        for i in 0..6 {
+        for i in 0..5 {
             let ip = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 1, i));
             throttle.record_failure("bob", ip, now);
         }
@@ -186,7 +187,7 @@ mod tests {
     fn failures_are_forgotten_after_a_quiet_hour() {
         let throttle = SignInThrottle::new(ThrottlePolicy::default());
         let t0 = Instant::now();
-        for _ in 0..5 {
+        for _ in 0..4 {
             throttle.record_failure("carol", IP, t0);
         }
         let later = t0 + Duration::from_secs(3601);
