@@ -1,11 +1,13 @@
 //! Who people are and how they prove it: password hashing, sign-in with throttling,
-//! password changes, the first admin, and whether a browser session is still valid.
+//! password changes, the first admin, whether a browser session is still valid, and the
+//! OIDC issuer that turns a console identity into Kubernetes tokens ([`oidc`]).
 //!
 //! No HTTP types here: the server crate maps these results to responses.
 
 mod accounts;
 mod admin;
 mod hasher;
+pub mod oidc;
 mod throttle;
 
 pub use accounts::{

@@ -1,4 +1,5 @@
-//! The console's own state in SQL: users, credentials, audit events and browser sessions.
+//! The console's own state in SQL: users, credentials, audit events, browser sessions and
+//! the OIDC issuer's keys, codes and refresh tokens.
 //!
 //! One set of queries serves SQLite (the embedded default) and PostgreSQL (for more than
 //! one replica) through sqlx's `Any` driver; only the migrations differ per backend.
@@ -8,12 +9,17 @@
 
 mod audit;
 mod database;
+mod oidc;
 mod sessions;
 mod user_sessions;
 mod users;
 
 pub use audit::{AuditEvent, AuditPage, AuditQuery};
 pub use database::{Backend, Store, StoreError};
+pub use oidc::{
+    AuthorizationCodeRecord, CodeRedemption, RefreshFamilyRecord, RefreshTokenRecord,
+    SigningKeyRecord,
+};
 pub use sessions::SessionBackend;
 pub use user_sessions::UserSession;
 pub use users::{NewUser, UserPage, UserRecord};

@@ -1,0 +1,439 @@
+//! The authorization request (RFC 6749 §4.1.1, RFC 7636 §4.3, OpenID Connect Core
+//! §3.1.2.1): validation, and the code the issuer sends back once the person agreed.
+
+use std::collections::HashMap;
+
+use banlieue_store::{AuthorizationCodeRecord, UserRecord};
+use time::OffsetDateTime;
+use url::Url;
+
+use super::clients::Client;
+use super::error::{OAuthError, OAuthErrorCode};
+use super::{Issuer, random_token, token_hash};
+
+/// The longest `state` or `nonce` accepted, in bytes.
+const MAX_OPAQUE_LEN: usize = 512;
+
+/// A validated authorization request. The sign-in and confirmation forms carry its
+/// parameters ([`Self::form_fields`]) and the server validates them again on post.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthorizationRequest {
+    pub client: Client,
+    pub redirect_uri: String,
+    pub state: Option<String>,
+    pub nonce: Option<String>,
+    /// BASE64URL(SHA-256(code_verifier)), 43 characters (RFC 7636 §4.2).
+    pub code_challenge: String,
+    /// Granted scopes: `openid`, plus `offline_access` when asked for.
+    pub scope: String,
+    pub audience: String,
+    /// `prompt=none` (OpenID Connect Core §3.1.2.1): answer without any page.
+    pub prompt_none: bool,
+}
+
+/// Why an authorization request is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthorizeRefusal {
+    /// The client or redirect URI can't be trusted: tell the person, never redirect
+    /// (RFC 6749 §4.1.2.1).
+    Untrusted { reason: String },
+    /// Send the error back to the client's redirect URI.
+    Redirect {
+        redirect_uri: String,
+        state: Option<String>,
+        error: OAuthError,
+    },
+}
+
+impl AuthorizeRefusal {
+    /// The redirect target for [`AuthorizeRefusal::Redirect`], with `error`,
+    /// `error_description`, `state` and `iss` (RFC 9207) in the query.
+    pub fn location(&self, issuer_url: &str) -> Option<String> {
+        match self {
+            Self::Untrusted { .. } => None,
+            Self::Redirect {
+                redirect_uri,
+                state,
+                error,
+            } => Some(with_query(
+                redirect_uri,
+                &[
+                    ("error", Some(error.code.as_str())),
+                    ("error_description", Some(error.description.as_str())),
+                    ("state", state.as_deref()),
+                    ("iss", Some(issuer_url)),
+                ],
+            )),
+        }
+    }
+}
+
+impl AuthorizationRequest {
+    /// Validates the request parameters (query of `GET /oidc/authorize`, or the fields of
+    /// its forms). Parameters that appear twice are refused (RFC 6749 §3.1).
+    pub fn parse(params: &[(String, String)], issuer_url: &str) -> Result<Self, AuthorizeRefusal> {
+        let mut seen: HashMap<&str, Vec<&str>> = HashMap::new();
+        for (name, value) in params {
+            seen.entry(name.as_str()).or_default().push(value.as_str());
+        }
+        let single = |name: &str| -> Result<Option<&str>, ()> {
+            match seen.get(name).map(Vec::as_slice) {
+                None => Ok(None),
+                Some([value]) => Ok(Some(value)),
+                Some(_) => Err(()),
+            }
+        };
+        let untrusted = |reason: &str| AuthorizeRefusal::Untrusted {
+            reason: reason.to_owned(),
+        };
+        let client_id = single("client_id")
+            .map_err(|()| untrusted("client_id is given more than once"))?
+            .ok_or_else(|| untrusted("client_id is missing"))?;
+        let client = Client::find(client_id, issuer_url)
+            .ok_or_else(|| untrusted("the client is not registered with this issuer"))?;
+        let redirect_uri = single("redirect_uri")
+            .map_err(|()| untrusted("redirect_uri is given more than once"))?
+            .ok_or_else(|| untrusted("redirect_uri is missing"))?;
+        if !client.accepts_redirect(redirect_uri) {
+            return Err(untrusted("redirect_uri is not registered for this client"));
+        }
+        let state = single("state").ok().flatten().map(str::to_owned);
+        let refuse = |code, description: &str| AuthorizeRefusal::Redirect {
+            redirect_uri: redirect_uri.to_owned(),
+            state: state.clone(),
+            error: OAuthError::new(code, description),
+        };
+        if let Some((name, _)) = seen.iter().find(|(_, values)| values.len() > 1) {
+            return Err(refuse(
+                OAuthErrorCode::InvalidRequest,
+                &format!("{name} is given more than once"),
+            ));
+        }
+        let get = |name| single(name).ok().flatten();
+        if get("request").is_some() {
+            return Err(refuse(
+                OAuthErrorCode::RequestNotSupported,
+                "request objects are not supported",
+            ));
+        }
+        if get("request_uri").is_some() {
+            return Err(refuse(
+                OAuthErrorCode::RequestUriNotSupported,
+                "request_uri is not supported",
+            ));
+        }
+        match get("response_type") {
+            Some("code") => {}
+            None => {
+                return Err(refuse(
+                    OAuthErrorCode::InvalidRequest,
+                    "response_type is missing",
+                ));
+            }
+            Some(_) => {
+                return Err(refuse(
+                    OAuthErrorCode::UnsupportedResponseType,
+                    "only response_type=code is supported",
+                ));
+            }
+        }
+        if get("response_mode").is_some_and(|mode| mode != "query") {
+            return Err(refuse(
+                OAuthErrorCode::InvalidRequest,
+                "only response_mode=query is supported",
+            ));
+        }
+        let scopes: Vec<&str> = get("scope").unwrap_or_default().split(' ').collect();
+        if !scopes.contains(&"openid") {
+            return Err(refuse(
+                OAuthErrorCode::InvalidScope,
+                "scope must include openid",
+            ));
+        }
+        let scope = if scopes.contains(&"offline_access") {
+            "openid offline_access"
+        } else {
+            "openid"
+        };
+        let Some(code_challenge) = get("code_challenge") else {
+            return Err(refuse(
+                OAuthErrorCode::InvalidRequest,
+                "code_challenge is required (PKCE, RFC 7636)",
+            ));
+        };
+        if get("code_challenge_method") != Some("S256") {
+            return Err(refuse(
+                OAuthErrorCode::InvalidRequest,
+                "code_challenge_method must be S256; plain is not supported",
+            ));
+        }
+        if !is_s256_challenge(code_challenge) {
+            return Err(refuse(
+                OAuthErrorCode::InvalidRequest,
+                "code_challenge must be 43 base64url characters (S256)",
+            ));
+        }
+        let audience = get("audience").unwrap_or(client.default_audience);
+        if !client.accepts_audience(audience) {
+            return Err(refuse(
+                OAuthErrorCode::InvalidRequest,
+                "audience must be kubernetes or banlieue-console",
+            ));
+        }
+        for (name, value) in [("state", state.as_deref()), ("nonce", get("nonce"))] {
+            if value.is_some_and(|v| v.len() > MAX_OPAQUE_LEN || v.chars().any(char::is_control)) {
+                return Err(refuse(
+                    OAuthErrorCode::InvalidRequest,
+                    &format!(
+                        "{name} is longer than {MAX_OPAQUE_LEN} bytes or has control characters"
+                    ),
+                ));
+            }
+        }
+        let prompt_none = match get("prompt") {
+            None | Some("login" | "consent" | "select_account") => false,
+            Some("none") => true,
+            Some(_) => {
+                return Err(refuse(
+                    OAuthErrorCode::InvalidRequest,
+                    "prompt is not understood",
+                ));
+            }
+        };
+        Ok(Self {
+            redirect_uri: redirect_uri.to_owned(),
+            nonce: get("nonce").map(str::to_owned),
+            code_challenge: code_challenge.to_owned(),
+            scope: scope.to_owned(),
+            audience: audience.to_owned(),
+            client,
+            state,
+            prompt_none,
+        })
+    }
+
+    /// The parameters to carry in the sign-in and confirmation forms, which post them
+    /// back to the authorization endpoint.
+    pub fn form_fields(&self) -> Vec<(&'static str, String)> {
+        let mut fields = vec![
+            ("response_type", "code".to_owned()),
+            ("client_id", self.client.id.to_owned()),
+            ("redirect_uri", self.redirect_uri.clone()),
+            ("scope", self.scope.clone()),
+            ("code_challenge", self.code_challenge.clone()),
+            ("code_challenge_method", "S256".to_owned()),
+            ("audience", self.audience.clone()),
+        ];
+        fields.extend(self.state.clone().map(|s| ("state", s)));
+        fields.extend(self.nonce.clone().map(|n| ("nonce", n)));
+        fields
+    }
+
+    /// The scheme, host and port of the redirect URI: where the confirmation form may
+    /// send the browser (the page's CSP `form-action`).
+    pub fn redirect_origin(&self) -> String {
+        Url::parse(&self.redirect_uri)
+            .map(|url| url.origin().ascii_serialization())
+            .unwrap_or_default()
+    }
+
+    /// A refusal sent back to the client, e.g. `access_denied` when the person cancels.
+    pub fn refuse(&self, code: OAuthErrorCode, description: &str) -> AuthorizeRefusal {
+        AuthorizeRefusal::Redirect {
+            redirect_uri: self.redirect_uri.clone(),
+            state: self.state.clone(),
+            error: OAuthError::new(code, description),
+        }
+    }
+}
+
+impl Issuer {
+    /// Issues a single-use code for `user`, who authenticated at `auth_time`, and returns
+    /// the redirect back to the client with `code`, `state` and `iss` (RFC 9207).
+    /// A user who must change their password gets no code (the caller sends them to the
+    /// change first); a disabled one neither.
+    pub async fn issue_code(
+        &self,
+        request: &AuthorizationRequest,
+        user: &UserRecord,
+        auth_time: OffsetDateTime,
+        now: OffsetDateTime,
+    ) -> Result<String, AuthorizeRefusal> {
+        if user.disabled || user.must_change_password {
+            return Err(request.refuse(
+                OAuthErrorCode::AccessDenied,
+                "the account cannot receive tokens now",
+            ));
+        }
+        let code = random_token();
+        let record = AuthorizationCodeRecord {
+            code_hash: token_hash(&code),
+            client_id: request.client.id.to_owned(),
+            redirect_uri: request.redirect_uri.clone(),
+            code_challenge: request.code_challenge.clone(),
+            nonce: request.nonce.clone(),
+            audience: request.audience.clone(),
+            scope: request.scope.clone(),
+            user_id: user.id,
+            auth_time,
+            expires_at: now + self.config.code_ttl,
+        };
+        if let Err(error) = self
+            .accounts
+            .store()
+            .insert_authorization_code(&record)
+            .await
+        {
+            tracing::error!(%error, "cannot store an authorization code");
+            return Err(request.refuse(OAuthErrorCode::ServerError, "the issuer failed; try again"));
+        }
+        Ok(with_query(
+            &request.redirect_uri,
+            &[
+                ("code", Some(code.as_str())),
+                ("state", request.state.as_deref()),
+                ("iss", Some(self.config.issuer_url.as_str())),
+            ],
+        ))
+    }
+}
+
+/// RFC 7636 §4.2: BASE64URL-ENCODE(SHA256(ASCII(code_verifier))) is 43 characters.
+fn is_s256_challenge(challenge: &str) -> bool {
+    challenge.len() == 43
+        && challenge
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn with_query(uri: &str, pairs: &[(&str, Option<&str>)]) -> String {
+    let mut url = Url::parse(uri).expect("redirect URIs are validated before use");
+    {
+        let mut query = url.query_pairs_mut();
+        for (name, value) in pairs {
+            if let Some(value) = value {
+                query.append_pair(name, value);
+            }
+        }
+    }
+    url.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ISSUER: &str = "https://console.example";
+    const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
+
+    fn params(overrides: &[(&str, Option<&str>)]) -> Vec<(String, String)> {
+        let mut base: Vec<(&str, Option<&str>)> = vec![
+            ("response_type", Some("code")),
+            ("client_id", Some("banlieue-cli")),
+            ("redirect_uri", Some("http://127.0.0.1:53124/callback")),
+            ("scope", Some("openid offline_access")),
+            ("state", Some("s1")),
+            ("nonce", Some("n1")),
+            ("code_challenge", Some(CHALLENGE)),
+            ("code_challenge_method", Some("S256")),
+        ];
+        for (name, value) in overrides {
+            base.retain(|(n, _)| n != name);
+            base.push((name, *value));
+        }
+        base.into_iter()
+            .filter_map(|(n, v)| v.map(|v| (n.to_owned(), v.to_owned())))
+            .collect()
+    }
+
+    fn error_code(refusal: AuthorizeRefusal) -> &'static str {
+        match refusal {
+            AuthorizeRefusal::Redirect { error, .. } => error.code.as_str(),
+            AuthorizeRefusal::Untrusted { .. } => "untrusted",
+        }
+    }
+
+    #[test]
+    fn a_complete_request_is_accepted_with_defaults() {
+        let request = AuthorizationRequest::parse(&params(&[]), ISSUER).unwrap();
+        assert_eq!(request.audience, "kubernetes");
+        assert_eq!(request.scope, "openid offline_access");
+        assert_eq!(request.redirect_origin(), "http://127.0.0.1:53124");
+        let again = AuthorizationRequest::parse(
+            &request
+                .form_fields()
+                .into_iter()
+                .map(|(n, v)| (n.to_owned(), v))
+                .collect::<Vec<_>>(),
+            ISSUER,
+        )
+        .unwrap();
+        assert_eq!(again, request);
+    }
+
+    #[test]
+    fn unknown_clients_and_redirects_are_never_redirected_to() {
+        for overrides in [
+            vec![("client_id", Some("kubectl"))],
+            vec![("client_id", None)],
+            vec![("redirect_uri", Some("http://localhost:53124/callback"))],
+            vec![("redirect_uri", None)],
+        ] {
+            let refusal = AuthorizationRequest::parse(&params(&overrides), ISSUER).unwrap_err();
+            assert_eq!(refusal.location(ISSUER), None, "{overrides:?}");
+        }
+    }
+
+    #[test]
+    fn pkce_downgrades_are_refused() {
+        let cases = [
+            (vec![("code_challenge", None)], "invalid_request"),
+            (vec![("code_challenge_method", None)], "invalid_request"),
+            (
+                vec![("code_challenge_method", Some("plain"))],
+                "invalid_request",
+            ),
+            (vec![("code_challenge", Some("short"))], "invalid_request"),
+        ];
+        for (overrides, code) in cases {
+            let refusal = AuthorizationRequest::parse(&params(&overrides), ISSUER).unwrap_err();
+            assert_eq!(error_code(refusal), code, "{overrides:?}");
+        }
+    }
+
+    #[test]
+    fn other_bad_requests_go_back_with_their_error_and_state() {
+        let cases = [
+            (
+                vec![("response_type", Some("token"))],
+                "unsupported_response_type",
+            ),
+            (
+                vec![("response_type", Some("code id_token"))],
+                "unsupported_response_type",
+            ),
+            (vec![("scope", Some("profile"))], "invalid_scope"),
+            (vec![("audience", Some("vault"))], "invalid_request"),
+            (vec![("request", Some("eyJ"))], "request_not_supported"),
+            (vec![("response_mode", Some("fragment"))], "invalid_request"),
+        ];
+        for (overrides, code) in cases {
+            let refusal = AuthorizationRequest::parse(&params(&overrides), ISSUER).unwrap_err();
+            let location = refusal.location(ISSUER).unwrap();
+            assert!(
+                location.starts_with("http://127.0.0.1:53124/callback?error="),
+                "{location}"
+            );
+            assert!(location.contains("state=s1"), "{location}");
+            assert_eq!(error_code(refusal), code, "{overrides:?}");
+        }
+    }
+
+    #[test]
+    fn repeated_parameters_are_refused() {
+        let mut twice = params(&[]);
+        twice.push(("scope".into(), "openid".into()));
+        let refusal = AuthorizationRequest::parse(&twice, ISSUER).unwrap_err();
+        assert_eq!(error_code(refusal), "invalid_request");
+    }
+}

@@ -1,0 +1,290 @@
+//! RSA-3072 signing keys kept in the database, with publish → activate → retire timing
+//! (SPEC §4), so verifiers that cache the JWKS never see a token signed by a key they do
+//! not know, and rotation needs no restart.
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use aws_lc_rs::encoding::AsDer;
+use aws_lc_rs::rsa::{KeyPair, KeySize};
+use aws_lc_rs::signature::KeyPair as _;
+use banlieue_store::{SigningKeyRecord, Store, StoreError};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::EncodingKey;
+use time::OffsetDateTime;
+
+/// When keys are published, used and withdrawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyPolicy {
+    /// From publication in the JWKS to first signature: verifiers refresh their JWKS
+    /// cache in this time. Default 10 minutes.
+    pub activation_delay: Duration,
+    /// A new key is published when the newest is this old. Default 30 days.
+    pub rotation_period: Duration,
+    /// A superseded key stays in the JWKS this long after its successor activates: the
+    /// longest ID-token lifetime (15 minutes) plus a margin for clock skew. Default 20
+    /// minutes.
+    pub retention: Duration,
+}
+
+impl Default for KeyPolicy {
+    fn default() -> Self {
+        Self {
+            activation_delay: Duration::from_secs(10 * 60),
+            rotation_period: Duration::from_secs(30 * 24 * 3600),
+            retention: Duration::from_secs(20 * 60),
+        }
+    }
+}
+
+/// How long a process trusts its copy of the key table. Keys are published
+/// [`KeyPolicy::activation_delay`] before they sign, so a copy this old is never behind
+/// on which key signs.
+const CACHE_TTL: Duration = Duration::from_secs(30);
+
+/// Errors of the key store.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("RSA key generation failed")]
+    Generate,
+    #[error("stored signing key {kid} is unusable: {reason}")]
+    Corrupt { kid: String, reason: String },
+    #[error("no signing key is active yet")]
+    NoActiveKey,
+}
+
+struct LoadedKey {
+    kid: String,
+    activates_at: OffsetDateTime,
+    encoding: EncodingKey,
+    jwk: serde_json::Value,
+}
+
+/// The issuer's signing keys, read from the store and cached for [`CACHE_TTL`].
+pub struct SigningKeys {
+    store: Store,
+    policy: KeyPolicy,
+    cache: RwLock<Option<(Instant, Arc<Vec<LoadedKey>>)>>,
+}
+
+impl SigningKeys {
+    pub fn new(store: Store, policy: KeyPolicy) -> Self {
+        Self {
+            store,
+            policy,
+            cache: RwLock::new(None),
+        }
+    }
+
+    pub fn policy(&self) -> KeyPolicy {
+        self.policy
+    }
+
+    /// The key that signs at `now`: the most recently activated one. Returns its `kid`
+    /// and the key. Errors: [`KeyError::NoActiveKey`] before [`Self::maintain`] ran once.
+    pub(crate) async fn signing_key(
+        &self,
+        now: OffsetDateTime,
+    ) -> Result<(String, EncodingKey), KeyError> {
+        let keys = self.loaded().await?;
+        keys.iter()
+            .rev()
+            .find(|key| key.activates_at <= now)
+            .map(|key| (key.kid.clone(), key.encoding.clone()))
+            .ok_or(KeyError::NoActiveKey)
+    }
+
+    /// The JWK Set (RFC 7517 §5): every published key that is not yet withdrawn,
+    /// including keys that will sign soon.
+    pub async fn jwks(&self, now: OffsetDateTime) -> Result<serde_json::Value, KeyError> {
+        let keys = self.loaded().await?;
+        let activations: Vec<_> = keys.iter().map(|k| k.activates_at).collect();
+        let published: Vec<_> = keys
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| !self.withdrawn(&activations[index + 1..], now))
+            .map(|(_, key)| key.jwk.clone())
+            .collect();
+        Ok(serde_json::json!({ "keys": published }))
+    }
+
+    /// Keeps the key table in shape; run at start-up and then every minute, from every
+    /// replica. Creates the first key (active at once) when there is none; publishes a
+    /// successor when the newest key is older than the rotation period (it activates
+    /// after the activation delay); deletes keys whose retention has passed.
+    pub async fn maintain(&self, now: OffsetDateTime) -> Result<(), KeyError> {
+        let keys = self.store.signing_keys().await?;
+        let rotation_due = now - self.policy.rotation_period;
+        let newest_created = keys.iter().map(|k| k.created_at).max();
+        if newest_created.is_none_or(|created| created <= rotation_due) {
+            let activates_at = if keys.is_empty() {
+                now
+            } else {
+                now + self.policy.activation_delay
+            };
+            let key = generate(now, activates_at).await?;
+            if self
+                .store
+                .insert_signing_key_unless_newer(&key, rotation_due)
+                .await?
+            {
+                tracing::info!(kid = %key.kid, activates_at = %activates_at, "published a new signing key");
+            }
+        }
+        let keys = self.store.signing_keys().await?;
+        let activations: Vec<_> = keys.iter().map(|k| k.activates_at).collect();
+        for (index, key) in keys.iter().enumerate() {
+            if self.withdrawn(&activations[index + 1..], now) {
+                self.store.delete_signing_key(&key.kid).await?;
+                tracing::info!(kid = %key.kid, "withdrew a retired signing key");
+            }
+        }
+        self.invalidate();
+        Ok(())
+    }
+
+    /// Publishes a new key now (an operator's rotation); it signs after the activation
+    /// delay. Returns its `kid`.
+    pub async fn rotate(&self, now: OffsetDateTime) -> Result<String, KeyError> {
+        let key = generate(now, now + self.policy.activation_delay).await?;
+        self.store.insert_signing_key(&key).await?;
+        self.invalidate();
+        Ok(key.kid)
+    }
+
+    /// Whether a key is out of the JWKS, given the activation times of the keys
+    /// published after it: a successor has been active for longer than the retention.
+    fn withdrawn(&self, later_activations: &[OffsetDateTime], now: OffsetDateTime) -> bool {
+        later_activations
+            .iter()
+            .any(|&at| at <= now && at + self.policy.retention < now)
+    }
+
+    fn invalidate(&self) {
+        *self.cache.write().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    async fn loaded(&self) -> Result<Arc<Vec<LoadedKey>>, KeyError> {
+        if let Some((at, keys)) = &*self.cache.read().unwrap_or_else(|p| p.into_inner())
+            && at.elapsed() < CACHE_TTL
+        {
+            return Ok(keys.clone());
+        }
+        let records = self.store.signing_keys().await?;
+        let keys = Arc::new(
+            records
+                .iter()
+                .map(load)
+                .collect::<Result<Vec<_>, KeyError>>()?,
+        );
+        *self.cache.write().unwrap_or_else(|p| p.into_inner()) =
+            Some((Instant::now(), keys.clone()));
+        Ok(keys)
+    }
+}
+
+fn load(record: &SigningKeyRecord) -> Result<LoadedKey, KeyError> {
+    let corrupt = |reason: String| KeyError::Corrupt {
+        kid: record.kid.clone(),
+        reason,
+    };
+    let pem = pem_encode("PRIVATE KEY", &record.private_key_pkcs8);
+    let encoding = EncodingKey::from_rsa_pem(pem.as_bytes()).map_err(|e| corrupt(e.to_string()))?;
+    let jwk = serde_json::from_str(&record.public_jwk).map_err(|e| corrupt(e.to_string()))?;
+    Ok(LoadedKey {
+        kid: record.kid.clone(),
+        activates_at: record.activates_at,
+        encoding,
+        jwk,
+    })
+}
+
+/// Generates an RSA-3072 key (on a blocking thread: it takes a while) with its public
+/// JWK and RFC 7638 thumbprint as `kid`.
+async fn generate(
+    now: OffsetDateTime,
+    activates_at: OffsetDateTime,
+) -> Result<SigningKeyRecord, KeyError> {
+    tokio::task::spawn_blocking(move || {
+        let pair = KeyPair::generate(KeySize::Rsa3072).map_err(|_| KeyError::Generate)?;
+        let pkcs8 = pair.as_der().map_err(|_| KeyError::Generate)?;
+        let public = pair.public_key();
+        let n = URL_SAFE_NO_PAD.encode(public.modulus().big_endian_without_leading_zero());
+        let e = URL_SAFE_NO_PAD.encode(public.exponent().big_endian_without_leading_zero());
+        let kid = jwk_thumbprint(&n, &e);
+        let jwk = serde_json::json!({
+            "kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid, "n": n, "e": e,
+        });
+        Ok(SigningKeyRecord {
+            kid,
+            private_key_pkcs8: pkcs8.as_ref().to_vec(),
+            public_jwk: jwk.to_string(),
+            created_at: now,
+            activates_at,
+        })
+    })
+    .await
+    .map_err(|_| KeyError::Generate)?
+}
+
+/// RFC 7638 §3: SHA-256 over the required members in lexicographic order, no spaces.
+fn jwk_thumbprint(n: &str, e: &str) -> String {
+    let canonical = format!(r#"{{"e":"{e}","kty":"RSA","n":"{n}"}}"#);
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, canonical.as_bytes());
+    URL_SAFE_NO_PAD.encode(digest.as_ref())
+}
+
+fn pem_encode(label: &str, der: &[u8]) -> String {
+    let body = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut pem = format!("-----BEGIN {label}-----\n");
+    for line in body.as_bytes().chunks(64) {
+        pem.push_str(std::str::from_utf8(line).expect("base64 is ASCII"));
+        pem.push('\n');
+    }
+    pem.push_str(&format!("-----END {label}-----\n"));
+    pem
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thumbprint_matches_rfc_7638_example() {
+        // RFC 7638 §3.1.
+        let n = "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw";
+        assert_eq!(
+            jwk_thumbprint(n, "AQAB"),
+            "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"
+        );
+    }
+
+    #[tokio::test]
+    async fn generated_keys_are_rsa_3072_and_sign_rs256() {
+        let now = OffsetDateTime::now_utc();
+        let record = generate(now, now).await.unwrap();
+        let jwk: serde_json::Value = serde_json::from_str(&record.public_jwk).unwrap();
+        let n = URL_SAFE_NO_PAD.decode(jwk["n"].as_str().unwrap()).unwrap();
+        assert_eq!(n.len() * 8, 3072);
+        assert_eq!(jwk["kid"], record.kid.as_str());
+        let key = load(&record).unwrap();
+        let token = jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256),
+            &serde_json::json!({"sub": "alice"}),
+            &key.encoding,
+        )
+        .unwrap();
+        let decoding = jsonwebtoken::DecodingKey::from_rsa_components(
+            jwk["n"].as_str().unwrap(),
+            jwk["e"].as_str().unwrap(),
+        )
+        .unwrap();
+        let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+        validation.required_spec_claims.clear();
+        validation.validate_exp = false;
+        jsonwebtoken::decode::<serde_json::Value>(&token, &decoding, &validation).unwrap();
+    }
+}

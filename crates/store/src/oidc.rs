@@ -1,0 +1,441 @@
+//! The OIDC issuer's state (SPEC §4): signing keys, authorization codes and refresh-token
+//! families. Codes and refresh tokens are stored as hashes only; the rules (lifetimes,
+//! PKCE, rotation and reuse detection) live in `banlieue-identity`.
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+use time::OffsetDateTime;
+
+use crate::database::{finish, from_millis, to_millis};
+use crate::{Store, StoreError};
+
+/// An RSA signing key as stored.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SigningKeyRecord {
+    /// The JWK `kid` (RFC 7517 §4.5).
+    pub kid: String,
+    /// The private key, PKCS#8 DER (RFC 5208). Never logged.
+    pub private_key_pkcs8: Vec<u8>,
+    /// The public key as a JWK JSON object (RFC 7517), as published in the JWKS.
+    pub public_jwk: String,
+    /// When the key was published.
+    pub created_at: OffsetDateTime,
+    /// When it becomes the signing key (a newer active key supersedes it).
+    pub activates_at: OffsetDateTime,
+}
+
+impl std::fmt::Debug for SigningKeyRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigningKeyRecord")
+            .field("kid", &self.kid)
+            .field("created_at", &self.created_at)
+            .field("activates_at", &self.activates_at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A pending authorization code: what it was issued for (RFC 6749 §4.1.2, RFC 7636 §4.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthorizationCodeRecord {
+    /// SHA-256 of the code, hex.
+    pub code_hash: String,
+    pub client_id: String,
+    pub redirect_uri: String,
+    /// The PKCE `code_challenge` (S256, base64url).
+    pub code_challenge: String,
+    pub nonce: Option<String>,
+    pub audience: String,
+    /// Granted scopes, space-separated.
+    pub scope: String,
+    pub user_id: i64,
+    pub auth_time: OffsetDateTime,
+    pub expires_at: OffsetDateTime,
+}
+
+/// What redeeming a code found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CodeRedemption {
+    /// First use: the code is now consumed.
+    Fresh(AuthorizationCodeRecord),
+    /// The code was used before; `family_id` is the refresh family issued then, if any
+    /// (RFC 6749 §4.1.2: tokens issued from a replayed code should be revoked).
+    Replayed {
+        family_id: Option<String>,
+    },
+    Unknown,
+}
+
+/// A refresh-token family: every token rotated from one authorization.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RefreshFamilyRecord {
+    /// Random, 128 bits, hex.
+    pub id: String,
+    pub user_id: i64,
+    pub client_id: String,
+    pub audience: String,
+    pub scope: String,
+    /// HMAC key deriving each successor token from its predecessor. Never logged.
+    pub secret: Vec<u8>,
+    /// When the user authenticated (the ID token's `auth_time`).
+    pub auth_time: OffsetDateTime,
+    pub created_at: OffsetDateTime,
+    /// The absolute end of the family, however often it rotates.
+    pub expires_at: OffsetDateTime,
+    pub revoked_at: Option<OffsetDateTime>,
+}
+
+impl std::fmt::Debug for RefreshFamilyRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RefreshFamilyRecord")
+            .field("id", &self.id)
+            .field("user_id", &self.user_id)
+            .field("client_id", &self.client_id)
+            .field("audience", &self.audience)
+            .field("expires_at", &self.expires_at)
+            .field("revoked_at", &self.revoked_at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One refresh token (by hash) and its family.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefreshTokenRecord {
+    pub token_hash: String,
+    pub family: RefreshFamilyRecord,
+    pub issued_at: OffsetDateTime,
+    /// Set when the token was rotated.
+    pub retired_at: Option<OffsetDateTime>,
+    /// Whether the token that replaced it is still the family's current one.
+    pub successor_is_current: bool,
+}
+
+impl Store {
+    pub async fn insert_signing_key(&self, key: &SigningKeyRecord) -> Result<(), StoreError> {
+        insert_key(&self.pool, key).await
+    }
+
+    /// Inserts `key` unless a key newer than `newest_before` exists; `true` when inserted.
+    /// One write transaction, so replicas racing to rotate add a single key.
+    pub async fn insert_signing_key_unless_newer(
+        &self,
+        key: &SigningKeyRecord,
+        newest_before: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let mut tx = self.begin_write(&mut conn).await?;
+        let result = async {
+            let newest: Option<i64> =
+                sqlx::query_scalar("SELECT MAX(created_ms) FROM oidc_signing_keys")
+                    .fetch_one(&mut *tx)
+                    .await?;
+            if newest.is_some_and(|ms| ms >= to_millis(newest_before)) {
+                return Ok(false);
+            }
+            insert_key(&mut *tx, key).await?;
+            Ok(true)
+        }
+        .await;
+        finish(tx, result).await
+    }
+
+    /// Every stored key, oldest activation first.
+    pub async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT kid, private_key_pkcs8, public_jwk, created_ms, activates_ms \
+             FROM oidc_signing_keys ORDER BY activates_ms, created_ms, kid",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(SigningKeyRecord {
+                    kid: row.try_get("kid")?,
+                    private_key_pkcs8: row.try_get("private_key_pkcs8")?,
+                    public_jwk: row.try_get("public_jwk")?,
+                    created_at: from_millis(row.try_get("created_ms")?)?,
+                    activates_at: from_millis(row.try_get("activates_ms")?)?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn delete_signing_key(&self, kid: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM oidc_signing_keys WHERE kid = $1")
+            .bind(kid)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn insert_authorization_code(
+        &self,
+        code: &AuthorizationCodeRecord,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO oidc_authorization_codes (code_hash, client_id, redirect_uri, \
+             code_challenge, nonce, audience, scope, user_id, auth_time_ms, expires_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(&code.code_hash)
+        .bind(&code.client_id)
+        .bind(&code.redirect_uri)
+        .bind(&code.code_challenge)
+        .bind(&code.nonce)
+        .bind(&code.audience)
+        .bind(&code.scope)
+        .bind(code.user_id)
+        .bind(to_millis(code.auth_time))
+        .bind(to_millis(code.expires_at))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Marks the code consumed and returns it, atomically: of two concurrent redemptions
+    /// exactly one sees [`CodeRedemption::Fresh`]. Expiry is the caller's to check.
+    pub async fn redeem_authorization_code(
+        &self,
+        code_hash: &str,
+        now: OffsetDateTime,
+    ) -> Result<CodeRedemption, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let mut tx = self.begin_write(&mut conn).await?;
+        let result = async {
+            let Some(row) = sqlx::query(
+                "SELECT code_hash, client_id, redirect_uri, code_challenge, nonce, audience, \
+                 scope, user_id, auth_time_ms, expires_ms, consumed_ms, family_id \
+                 FROM oidc_authorization_codes WHERE code_hash = $1",
+            )
+            .bind(code_hash)
+            .fetch_optional(&mut *tx)
+            .await?
+            else {
+                return Ok(CodeRedemption::Unknown);
+            };
+            if row.try_get::<Option<i64>, _>("consumed_ms")?.is_some() {
+                return Ok(CodeRedemption::Replayed {
+                    family_id: row.try_get("family_id")?,
+                });
+            }
+            sqlx::query(
+                "UPDATE oidc_authorization_codes SET consumed_ms = $1 WHERE code_hash = $2",
+            )
+            .bind(to_millis(now))
+            .bind(code_hash)
+            .execute(&mut *tx)
+            .await?;
+            Ok(CodeRedemption::Fresh(code_from_row(&row)?))
+        }
+        .await;
+        finish(tx, result).await
+    }
+
+    /// Starts a refresh family with its first token; `from_code` links it to the code it
+    /// was issued for, so a replay of that code revokes it.
+    pub async fn create_refresh_family(
+        &self,
+        family: &RefreshFamilyRecord,
+        first_token_hash: &str,
+        from_code: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let result = async {
+            sqlx::query(
+                "INSERT INTO oidc_refresh_families (id, user_id, client_id, audience, scope, \
+                 secret, auth_time_ms, created_ms, expires_ms) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            )
+            .bind(&family.id)
+            .bind(family.user_id)
+            .bind(&family.client_id)
+            .bind(&family.audience)
+            .bind(&family.scope)
+            .bind(&family.secret)
+            .bind(to_millis(family.auth_time))
+            .bind(to_millis(family.created_at))
+            .bind(to_millis(family.expires_at))
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO oidc_refresh_tokens (token_hash, family_id, issued_ms) VALUES ($1, $2, $3)",
+            )
+            .bind(first_token_hash)
+            .bind(&family.id)
+            .bind(to_millis(family.created_at))
+            .execute(&mut *tx)
+            .await?;
+            if let Some(code_hash) = from_code {
+                sqlx::query("UPDATE oidc_authorization_codes SET family_id = $1 WHERE code_hash = $2")
+                    .bind(&family.id)
+                    .bind(code_hash)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            Ok(())
+        }
+        .await;
+        finish(tx, result).await
+    }
+
+    /// The refresh token with this hash and its family.
+    pub async fn refresh_token(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<RefreshTokenRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT t.token_hash, t.issued_ms, t.retired_ms, s.retired_ms AS successor_retired_ms, \
+             s.token_hash AS successor_hash, f.id, f.user_id, f.client_id, f.audience, f.scope, \
+             f.secret, f.auth_time_ms, f.created_ms, f.expires_ms, f.revoked_ms \
+             FROM oidc_refresh_tokens t \
+             JOIN oidc_refresh_families f ON f.id = t.family_id \
+             LEFT JOIN oidc_refresh_tokens s ON s.token_hash = t.successor_hash \
+             WHERE t.token_hash = $1",
+        )
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let successor_exists = row
+            .try_get::<Option<String>, _>("successor_hash")?
+            .is_some();
+        let successor_retired = row
+            .try_get::<Option<i64>, _>("successor_retired_ms")?
+            .is_some();
+        Ok(Some(RefreshTokenRecord {
+            token_hash: row.try_get("token_hash")?,
+            family: family_from_row(&row)?,
+            issued_at: from_millis(row.try_get("issued_ms")?)?,
+            retired_at: optional_instant(&row, "retired_ms")?,
+            successor_is_current: successor_exists && !successor_retired,
+        }))
+    }
+
+    /// Retires `token_hash` in favour of `successor_hash`, only if it is still current;
+    /// `false` when another request rotated it first (the caller re-reads).
+    pub async fn rotate_refresh_token(
+        &self,
+        token_hash: &str,
+        successor_hash: &str,
+        now: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let result = async {
+            let done = sqlx::query(
+                "UPDATE oidc_refresh_tokens SET retired_ms = $1, successor_hash = $2 \
+                 WHERE token_hash = $3 AND retired_ms IS NULL",
+            )
+            .bind(to_millis(now))
+            .bind(successor_hash)
+            .bind(token_hash)
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() == 0 {
+                return Ok(false);
+            }
+            sqlx::query(
+                "INSERT INTO oidc_refresh_tokens (token_hash, family_id, issued_ms) \
+                 SELECT $1, family_id, $2 FROM oidc_refresh_tokens WHERE token_hash = $3",
+            )
+            .bind(successor_hash)
+            .bind(to_millis(now))
+            .bind(token_hash)
+            .execute(&mut *tx)
+            .await?;
+            Ok(true)
+        }
+        .await;
+        finish(tx, result).await
+    }
+
+    /// Revokes a whole family (reuse detected, RFC 7009 revocation, code replay); `true`
+    /// when it was live.
+    pub async fn revoke_refresh_family(
+        &self,
+        family_id: &str,
+        now: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE oidc_refresh_families SET revoked_ms = $1 WHERE id = $2 AND revoked_ms IS NULL",
+        )
+        .bind(to_millis(now))
+        .bind(family_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Deletes codes and families that can no longer be used: codes expired before
+    /// `codes_before`, families expired or revoked before `families_before`.
+    /// Returns how many rows went.
+    pub async fn prune_oidc_grants(
+        &self,
+        codes_before: OffsetDateTime,
+        families_before: OffsetDateTime,
+    ) -> Result<u64, StoreError> {
+        let codes = sqlx::query("DELETE FROM oidc_authorization_codes WHERE expires_ms < $1")
+            .bind(to_millis(codes_before))
+            .execute(&self.pool)
+            .await?;
+        let families = sqlx::query(
+            "DELETE FROM oidc_refresh_families WHERE expires_ms < $1 OR revoked_ms < $1",
+        )
+        .bind(to_millis(families_before))
+        .execute(&self.pool)
+        .await?;
+        Ok(codes.rows_affected() + families.rows_affected())
+    }
+}
+
+async fn insert_key<'e, E>(executor: E, key: &SigningKeyRecord) -> Result<(), StoreError>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    sqlx::query(
+        "INSERT INTO oidc_signing_keys (kid, private_key_pkcs8, public_jwk, created_ms, activates_ms) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(&key.kid)
+    .bind(&key.private_key_pkcs8)
+    .bind(&key.public_jwk)
+    .bind(to_millis(key.created_at))
+    .bind(to_millis(key.activates_at))
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
+fn code_from_row(row: &AnyRow) -> Result<AuthorizationCodeRecord, StoreError> {
+    Ok(AuthorizationCodeRecord {
+        code_hash: row.try_get("code_hash")?,
+        client_id: row.try_get("client_id")?,
+        redirect_uri: row.try_get("redirect_uri")?,
+        code_challenge: row.try_get("code_challenge")?,
+        nonce: row.try_get("nonce")?,
+        audience: row.try_get("audience")?,
+        scope: row.try_get("scope")?,
+        user_id: row.try_get("user_id")?,
+        auth_time: from_millis(row.try_get("auth_time_ms")?)?,
+        expires_at: from_millis(row.try_get("expires_ms")?)?,
+    })
+}
+
+fn family_from_row(row: &AnyRow) -> Result<RefreshFamilyRecord, StoreError> {
+    Ok(RefreshFamilyRecord {
+        id: row.try_get("id")?,
+        user_id: row.try_get("user_id")?,
+        client_id: row.try_get("client_id")?,
+        audience: row.try_get("audience")?,
+        scope: row.try_get("scope")?,
+        secret: row.try_get("secret")?,
+        auth_time: from_millis(row.try_get("auth_time_ms")?)?,
+        created_at: from_millis(row.try_get("created_ms")?)?,
+        expires_at: from_millis(row.try_get("expires_ms")?)?,
+        revoked_at: optional_instant(row, "revoked_ms")?,
+    })
+}
+
+fn optional_instant(row: &AnyRow, column: &str) -> Result<Option<OffsetDateTime>, StoreError> {
+    row.try_get::<Option<i64>, _>(column)?
+        .map(from_millis)
+        .transpose()
+}
