@@ -298,6 +298,10 @@ pub fn status(opts: &Options) -> Result<()> {
 /// [`Error::Io`].
 pub async fn kubeconfig(opts: &Options, out: Option<&Path>, force: bool) -> Result<()> {
     let settings = opts.settings()?;
+    if let Some(path) = out.filter(|p| !force && p.exists()) {
+        // Checked again, atomically, when writing; this only spares a useless download.
+        return Err(Error::WouldOverwrite(path.to_path_buf()));
+    }
     let http = build_client(opts.ca_file.as_deref())?;
     let url = join(&settings.issuer, "kubeconfig");
     let response = http
