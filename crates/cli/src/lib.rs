@@ -7,6 +7,8 @@
 //!
 //! The library exists so that tests can drive the pieces; the binary is `src/main.rs`.
 
+#![warn(missing_docs)]
+
 pub mod cache;
 pub mod callback;
 pub mod commands;
