@@ -47,6 +47,14 @@ pub enum AppError {
     ControlCharacters,
     /// A GET of an address that only takes form posts (e.g. reloading an action).
     MethodNotAllowed,
+    /// An OIDC authorization request whose client or redirect URI can't be trusted, so
+    /// the person is told instead of being sent back (RFC 6749 §4.1.2.1). `reason` is the
+    /// issuer's technical explanation, in English.
+    InvalidAuthorizationRequest {
+        reason: String,
+    },
+    /// The kubeconfig download when the console knows no cluster server.
+    NoClusterConfigured,
     Internal {
         correlation_id: String,
     },
@@ -82,6 +90,8 @@ impl AppError {
             Self::LastAdmin => "error-last-admin",
             Self::ConfirmationMismatch => "error-confirmation-mismatch",
             Self::InvalidDate => "error-invalid-date",
+            Self::InvalidAuthorizationRequest { .. } => "error-invalid-authorization-request",
+            Self::NoClusterConfigured => "error-no-cluster-configured",
             Self::Internal { .. } => "error-internal",
         }
     }
@@ -103,10 +113,11 @@ impl AppError {
             | Self::FieldTooLong
             | Self::ConfirmationMismatch
             | Self::InvalidDate
-            | Self::ControlCharacters => 400,
+            | Self::ControlCharacters
+            | Self::InvalidAuthorizationRequest { .. } => 400,
             Self::MethodNotAllowed => 405,
             Self::Forbidden | Self::RoleNotHeld { .. } | Self::LastAdmin => 403,
-            Self::NotFound => 404,
+            Self::NotFound | Self::NoClusterConfigured => 404,
             Self::NameTaken | Self::Conflict => 409,
             Self::NotSignedIn => 401,
             Self::CrossSite | Self::MustChangePassword => 403,
@@ -128,6 +139,9 @@ impl AppError {
             }
             Self::RoleNotHeld { role } => {
                 locale.t_with(self.fluent_key(), &[("role", role.clone())])
+            }
+            Self::InvalidAuthorizationRequest { reason } => {
+                locale.t_with(self.fluent_key(), &[("reason", reason.clone())])
             }
             _ => locale.t(self.fluent_key()),
         }
@@ -164,6 +178,8 @@ impl AppError {
             Self::PasswordUnchanged,
             Self::ControlCharacters,
             Self::MethodNotAllowed,
+            Self::InvalidAuthorizationRequest { reason: "x".into() },
+            Self::NoClusterConfigured,
             Self::Internal {
                 correlation_id: "x".into(),
             },

@@ -15,8 +15,8 @@ use leptos_meta::{MetaTags, Title, provide_meta_context};
 pub use error::AppError;
 pub use i18n::Locale;
 pub use state::{
-    AccountView, AuditFilter, AuditRow, AuditView, FormFeedback, Notice, Page, PageData, PageState,
-    SessionRow, UserRow, UserView, UsersView,
+    AccountView, AuditFilter, AuditRow, AuditView, AuthorizeClient, AuthorizeView, FormFeedback,
+    Notice, Page, PageData, PageState, SessionRow, UserRow, UserView, UsersView,
 };
 
 /// Paths of the pages, shared with the server's access rules and redirects.
@@ -29,6 +29,10 @@ pub mod paths {
     pub const USERS: &str = "/users";
     pub const ACCOUNT: &str = "/account";
     pub const AUDIT: &str = "/audit";
+    /// The OIDC authorization endpoint (its pages are the console's).
+    pub const AUTHORIZE: &str = "/oidc/authorize";
+    /// The kubeconfig download.
+    pub const KUBECONFIG: &str = "/kubeconfig";
 
     /// The page of one user.
     pub fn user(name: &str) -> String {
@@ -41,7 +45,7 @@ pub mod paths {
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     let state = use_context::<PageState>().unwrap_or_default();
     #[cfg(feature = "ssr")]
-    security::set_page_csp();
+    security::set_page_csp(state.data.form_action_origin());
     let css = format!("/pkg/{}.css", options.output_name);
     view! {
         <!DOCTYPE html>
@@ -81,6 +85,7 @@ pub fn App() -> impl IntoView {
             Page::User => view! { <pages::UserDetail /> }.into_any(),
             Page::Account => view! { <pages::Account /> }.into_any(),
             Page::Audit => view! { <pages::Audit /> }.into_any(),
+            Page::Authorize => view! { <pages::Authorize /> }.into_any(),
             Page::NotFound => view! { <pages::NotFound /> }.into_any(),
         }}
     }

@@ -38,6 +38,8 @@ pub enum Page {
     User,
     Account,
     Audit,
+    /// The OIDC authorization endpoint's sign-in card or confirmation.
+    Authorize,
     #[default]
     NotFound,
 }
@@ -53,6 +55,7 @@ impl Page {
             paths::USERS => Self::Users,
             paths::ACCOUNT => Self::Account,
             paths::AUDIT => Self::Audit,
+            paths::AUTHORIZE => Self::Authorize,
             _ if path
                 .strip_prefix("/users/")
                 .is_some_and(|name| !name.is_empty() && !name.contains('/')) =>
@@ -125,6 +128,35 @@ pub enum PageData {
     User(UserView),
     Account(AccountView),
     Audit(AuditView),
+    Authorize(AuthorizeView),
+}
+
+impl PageData {
+    /// Where the page's forms may send the browser besides our own origin (the CSP
+    /// `form-action`): the OIDC client's redirect origin on the authorization page.
+    pub fn form_action_origin(&self) -> Option<&str> {
+        match self {
+            Self::Authorize(view) => Some(&view.redirect_origin),
+            _ => None,
+        }
+    }
+}
+
+/// Which client asks for tokens, as the confirmation names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AuthorizeClient {
+    CommandLine,
+    Console,
+}
+
+/// The OIDC authorization page: the request's parameters, carried as hidden fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthorizeView {
+    pub client: AuthorizeClient,
+    /// Name → value of the authorization request, re-posted by the forms.
+    pub fields: Vec<(String, String)>,
+    /// `scheme://host:port` of the client's redirect URI.
+    pub redirect_origin: String,
 }
 
 /// A user as the administration pages show it. Instants are RFC 3339, UTC.
@@ -175,6 +207,8 @@ pub struct SessionRow {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AccountView {
     pub sessions: Vec<SessionRow>,
+    /// Whether the console knows a cluster, so a kubeconfig can be downloaded.
+    pub kubeconfig_available: bool,
 }
 
 /// The audit log's filters as typed (empty = any).

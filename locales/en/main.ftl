@@ -156,3 +156,17 @@ audit-filter-submit = Filter
 audit-empty = No event matches.
 audit-col-at = When (UTC)
 audit-col-ip = Address
+
+## OIDC authorization and kubeconfig
+authorize-client-cli = the command-line tool
+authorize-client-console = the console API
+authorize-sign-in-title = Sign in to continue to { $client }
+authorize-confirm = Continue as { $name } to { $client }?
+authorize-confirm-detail = It receives short-lived tokens that carry your user name and roles, so Kubernetes treats it as you.
+authorize-continue = Continue
+authorize-cancel = Cancel
+error-invalid-authorization-request = This sign-in link cannot be used: { $reason }. Start again from the tool that opened it.
+error-no-cluster-configured = The console has no Kubernetes cluster configured, so there is no kubeconfig to download.
+account-kubeconfig-title = Kubernetes access
+account-kubeconfig-help = A kubeconfig for kubectl that signs you in through the banlieue command-line tool. It contains no password or token.
+account-kubeconfig-download = Download kubeconfig

@@ -150,3 +150,17 @@ audit-filter-submit = 絞り込む
 audit-empty = 該当するイベントはありません。
 audit-col-at = 日時（UTC）
 audit-col-ip = アドレス
+
+## OIDC authorization and kubeconfig
+authorize-client-cli = コマンドラインツール
+authorize-client-console = コンソール API
+authorize-sign-in-title = サインインして{ $client }に進みます
+authorize-confirm = { $name } として{ $client }に進みますか?
+authorize-confirm-detail = ユーザー名とロールを含む短期間有効なトークンが渡され、Kubernetes はそれをあなたとして扱います。
+authorize-continue = 続行
+authorize-cancel = キャンセル
+error-invalid-authorization-request = このサインインリンクは使用できません: { $reason }。リンクを開いたツールからやり直してください。
+error-no-cluster-configured = コンソールに Kubernetes クラスターが設定されていないため、ダウンロードできる kubeconfig はありません。
+account-kubeconfig-title = Kubernetes へのアクセス
+account-kubeconfig-help = banlieue コマンドラインツールでサインインする kubectl 用の kubeconfig です。パスワードやトークンは含まれません。
+account-kubeconfig-download = kubeconfig をダウンロード

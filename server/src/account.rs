@@ -58,6 +58,7 @@ async fn account_view(
                 user_agent: s.user_agent,
             })
             .collect(),
+        kubeconfig_available: app.config.cluster.is_some(),
     });
     pages::render(app, state, StatusCode::OK).await
 }

@@ -3,6 +3,9 @@
 
 use std::net::SocketAddr;
 
+use std::time::Duration;
+
+use banlieue_identity::oidc::{ClusterAccess, IssuerConfig, KeyPolicy};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use url::Url;
 
@@ -34,6 +37,9 @@ pub enum AdminCommand {
     /// Create the first admin (`admin`, must change password) and print its password
     /// once to stderr. Refused when an enabled admin exists.
     Bootstrap,
+    /// Publish a new OIDC signing key now; it signs after the activation delay and the
+    /// old one leaves the JWKS once its tokens have expired.
+    RotateSigningKey,
     /// Manage users with the same rules and audit events as the console.
     User {
         #[command(subcommand)]
@@ -103,6 +109,44 @@ pub struct Settings {
     /// Log format on stdout.
     #[arg(long, global = true, env = "BANLIEUE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Lifetime of issued ID tokens, in minutes (1–15).
+    #[arg(
+        long,
+        global = true,
+        env = "BANLIEUE_ID_TOKEN_TTL_MINUTES",
+        default_value_t = 5
+    )]
+    pub id_token_ttl_minutes: u64,
+    /// Absolute lifetime of a refresh-token family, in hours (1–720).
+    #[arg(
+        long,
+        global = true,
+        env = "BANLIEUE_REFRESH_TOKEN_LIFETIME_HOURS",
+        default_value_t = 12
+    )]
+    pub refresh_token_lifetime_hours: u64,
+    /// Minutes between publishing a new signing key in the JWKS and signing with it.
+    #[arg(
+        long,
+        global = true,
+        env = "BANLIEUE_SIGNING_KEY_ACTIVATION_MINUTES",
+        default_value_t = 10
+    )]
+    pub signing_key_activation_minutes: u64,
+    /// The Kubernetes API server URL people's kubeconfigs point at.
+    #[arg(long, global = true, env = "BANLIEUE_CLUSTER_SERVER")]
+    pub cluster_server: Option<String>,
+    /// PEM file of the CA of the cluster's API server certificate (when it is private).
+    #[arg(long, global = true, env = "BANLIEUE_CLUSTER_CA_FILE")]
+    pub cluster_ca_file: Option<std::path::PathBuf>,
+    /// The cluster's name in downloaded kubeconfigs.
+    #[arg(
+        long,
+        global = true,
+        env = "BANLIEUE_CLUSTER_NAME",
+        default_value = "banlieue"
+    )]
+    pub cluster_name: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -124,6 +168,11 @@ pub struct Config {
     /// Cookies get `Secure` (and the `__Host-` name prefix) when served over https.
     pub https: bool,
     pub log_format: LogFormat,
+    /// The OIDC issuer: `issuer_url` is `external_url`.
+    pub issuer: IssuerConfig,
+    pub signing_keys: KeyPolicy,
+    /// The cluster for kubeconfig downloads, when configured.
+    pub cluster: Option<ClusterAccess>,
 }
 
 /// A setting that cannot work, with what to do about it.
@@ -142,6 +191,18 @@ pub enum ConfigError {
     },
     #[error("BANLIEUE_DATABASE_URL / --database-url must start with sqlite:// or postgres://")]
     DatabaseUrl,
+    #[error("{variable}: {value} is outside {range}")]
+    OutOfRange {
+        variable: &'static str,
+        value: u64,
+        range: &'static str,
+    },
+    #[error(
+        "BANLIEUE_CLUSTER_SERVER / --cluster-server: {value:?} is not an http(s) URL such as https://k8s.example.com:6443"
+    )]
+    ClusterServer { value: String },
+    #[error("BANLIEUE_CLUSTER_CA_FILE / --cluster-ca-file: cannot read {path}: {problem}")]
+    ClusterCaFile { path: String, problem: String },
 }
 
 impl Settings {
@@ -174,7 +235,49 @@ impl Settings {
             return Err(bad("must not carry a query, fragment or user info"));
         }
         let external_url = raw.trim_end_matches('/').to_owned();
+        let in_range = |variable, value: u64, range: std::ops::RangeInclusive<u64>, text| {
+            if range.contains(&value) {
+                Ok(value)
+            } else {
+                Err(ConfigError::OutOfRange {
+                    variable,
+                    value,
+                    range: text,
+                })
+            }
+        };
+        let mut issuer = IssuerConfig::new(external_url.clone());
+        issuer.id_token_ttl = Duration::from_secs(
+            60 * in_range(
+                "BANLIEUE_ID_TOKEN_TTL_MINUTES",
+                self.id_token_ttl_minutes,
+                1..=15,
+                "1–15 minutes",
+            )?,
+        );
+        issuer.refresh_lifetime = Duration::from_secs(
+            3600 * in_range(
+                "BANLIEUE_REFRESH_TOKEN_LIFETIME_HOURS",
+                self.refresh_token_lifetime_hours,
+                1..=720,
+                "1–720 hours",
+            )?,
+        );
+        let signing_keys = KeyPolicy {
+            activation_delay: Duration::from_secs(
+                60 * in_range(
+                    "BANLIEUE_SIGNING_KEY_ACTIVATION_MINUTES",
+                    self.signing_key_activation_minutes,
+                    0..=1440,
+                    "0–1440 minutes",
+                )?,
+            ),
+            ..KeyPolicy::default()
+        };
         Ok(Config {
+            issuer,
+            signing_keys,
+            cluster: self.cluster()?,
             listen,
             database_url: self.database_url.clone(),
             external_origin: url.origin().ascii_serialization(),
@@ -182,6 +285,40 @@ impl Settings {
             external_url,
             log_format: self.log_format,
         })
+    }
+}
+
+impl Settings {
+    fn cluster(&self) -> Result<Option<ClusterAccess>, ConfigError> {
+        let Some(server) = &self.cluster_server else {
+            return Ok(None);
+        };
+        let valid = Url::parse(server)
+            .is_ok_and(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some());
+        if !valid {
+            return Err(ConfigError::ClusterServer {
+                value: server.clone(),
+            });
+        }
+        let certificate_authority_pem = match &self.cluster_ca_file {
+            None => None,
+            Some(path) => {
+                let problem = |problem: String| ConfigError::ClusterCaFile {
+                    path: path.display().to_string(),
+                    problem,
+                };
+                let pem = std::fs::read_to_string(path).map_err(|e| problem(e.to_string()))?;
+                if !pem.contains("-----BEGIN CERTIFICATE-----") {
+                    return Err(problem("it holds no PEM certificate".into()));
+                }
+                Some(pem)
+            }
+        };
+        Ok(Some(ClusterAccess {
+            name: self.cluster_name.clone(),
+            server: server.trim_end_matches('/').to_owned(),
+            certificate_authority_pem,
+        }))
     }
 }
 
@@ -195,6 +332,12 @@ mod tests {
             database_url: "sqlite://data/console.db".into(),
             external_url: external.map(Into::into),
             log_format: LogFormat::Text,
+            id_token_ttl_minutes: 5,
+            refresh_token_lifetime_hours: 12,
+            signing_key_activation_minutes: 10,
+            cluster_server: None,
+            cluster_ca_file: None,
+            cluster_name: "banlieue".into(),
         }
     }
 
@@ -234,5 +377,25 @@ mod tests {
         let mut s = settings("127.0.0.1:3000", None);
         s.database_url = "mysql://x".into();
         assert!(matches!(s.validate(), Err(ConfigError::DatabaseUrl)));
+        let mut s = settings("127.0.0.1:3000", None);
+        s.id_token_ttl_minutes = 16;
+        let err = s.validate().unwrap_err();
+        assert!(
+            err.to_string().contains("BANLIEUE_ID_TOKEN_TTL_MINUTES"),
+            "{err}"
+        );
+        let mut s = settings("127.0.0.1:3000", None);
+        s.cluster_server = Some("k8s:6443".into());
+        assert!(matches!(
+            s.validate(),
+            Err(ConfigError::ClusterServer { .. })
+        ));
+        s.cluster_server = Some("https://k8s.example:6443".into());
+        s.cluster_ca_file = Some("/nonexistent/ca.pem".into());
+        let err = s.validate().unwrap_err();
+        assert!(
+            err.to_string().contains("BANLIEUE_CLUSTER_CA_FILE"),
+            "{err}"
+        );
     }
 }

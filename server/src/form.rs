@@ -1,8 +1,6 @@
 //! Reading `application/x-www-form-urlencoded` bodies strictly: bounded size, and invalid
 //! UTF-8 is an error instead of being replaced (so a password is never silently altered).
 
-use std::collections::HashMap;
-
 use app::AppError;
 use axum::body::Body;
 use percent_encoding::percent_decode;
@@ -11,9 +9,10 @@ use percent_encoding::percent_decode;
 /// times over; a megabyte is refused before it is read whole or hashed.
 pub const MAX_FORM_BYTES: usize = 16 * 1024;
 
-/// A parsed form: field name → value (the last occurrence wins).
+/// A parsed form: its fields in order. [`Form::get`] takes the last occurrence; OAuth
+/// endpoints read [`Form::pairs`] to refuse repeated parameters.
 #[derive(Debug, Default)]
-pub struct Form(HashMap<String, String>);
+pub struct Form(Vec<(String, String)>);
 
 impl Form {
     /// Reads and parses `body`. Errors: [`AppError::RequestTooLarge`] beyond
@@ -27,19 +26,28 @@ impl Form {
     }
 
     pub fn parse(bytes: &[u8]) -> Result<Self, AppError> {
-        let mut fields = HashMap::new();
+        let mut fields = Vec::new();
         for pair in bytes.split(|b| *b == b'&').filter(|p| !p.is_empty()) {
             let mut halves = pair.splitn(2, |b| *b == b'=');
             let name = decode(halves.next().unwrap_or_default())?;
             let value = decode(halves.next().unwrap_or_default())?;
-            fields.insert(name, value);
+            fields.push((name, value));
         }
         Ok(Self(fields))
     }
 
     /// The field's value, or `""` when absent.
     pub fn get(&self, name: &str) -> &str {
-        self.0.get(name).map_or("", String::as_str)
+        self.0
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map_or("", |(_, v)| v.as_str())
+    }
+
+    /// Every field, in the order sent.
+    pub fn pairs(&self) -> &[(String, String)] {
+        &self.0
     }
 }
 

@@ -39,6 +39,8 @@ pub async fn sign_in(State(app): State<AppState>, session: Session, request: Req
         source: client_ip(&parts.extensions),
     };
     let error = match app.accounts.sign_in(attempt).await {
+        Err(SignInError::Internal(error)) => return internal_error(state.locale, &error.into()),
+        Err(error) => sign_in_refusal(error),
         Ok(user) => {
             let opened = start_session(&app, &session, &user, &parts, OffsetDateTime::now_utc());
             if let Err(error) = opened.await {
@@ -51,20 +53,25 @@ pub async fn sign_in(State(app): State<AppState>, session: Session, request: Req
             };
             return Redirect::to(next).into_response();
         }
-        Err(SignInError::Throttled { retry_after }) => AppError::Throttled {
-            retry_after_secs: retry_after.as_secs_f64().ceil() as u64,
-        },
-        Err(SignInError::InvalidCredentials) => AppError::InvalidCredentials,
-        Err(SignInError::PasswordTooLong) => AppError::PasswordTooLong,
-        Err(SignInError::Internal(error)) => return internal_error(state.locale, &error.into()),
     };
     let values = pages::typed(&[("user_name", &user_name)]);
     pages::with_feedback(&app, state, error, values).await
 }
 
+/// What a refused sign-in shows. [`SignInError::Internal`] is the caller's to log.
+pub(crate) fn sign_in_refusal(error: SignInError) -> AppError {
+    match error {
+        SignInError::Throttled { retry_after } => AppError::Throttled {
+            retry_after_secs: retry_after.as_secs_f64().ceil() as u64,
+        },
+        SignInError::InvalidCredentials | SignInError::Internal(_) => AppError::InvalidCredentials,
+        SignInError::PasswordTooLong => AppError::PasswordTooLong,
+    }
+}
+
 /// `POST /change-password` with `current_password`, `new_password`, `confirm_password`.
 /// Success ends every other session (`not_before` moves), keeps this one under a new id,
-/// and redirects to the dashboard.
+/// and redirects to the dashboard, or to `?next=` when an OIDC authorization waits.
 pub async fn change_password(
     State(app): State<AppState>,
     session: Session,
@@ -95,7 +102,10 @@ pub async fn change_password(
             if let Err(error) = start_session(&app, &session, &updated, &parts, now).await {
                 return internal_error(state.locale, &error);
             }
-            Redirect::to(paths::DASHBOARD).into_response()
+            Redirect::to(
+                &waiting_authorization(parts.uri.query()).unwrap_or(paths::DASHBOARD.into()),
+            )
+            .into_response()
         }
         Err(ChangePasswordError::WrongCurrentPassword) => {
             refuse(state, AppError::WrongCurrentPassword).await
@@ -138,7 +148,7 @@ pub async fn sign_out(State(app): State<AppState>, session: Session, request: Re
 /// Gives the browser a fresh session for `user`: a new session id (the old one is deleted
 /// from the store, so a planted or stolen id is worthless, OWASP session fixation) and a
 /// new row in "My sessions".
-async fn start_session(
+pub(crate) async fn start_session(
     app: &AppState,
     session: &Session,
     user: &banlieue_store::UserRecord,
@@ -217,7 +227,17 @@ pub async fn readyz(State(app): State<AppState>) -> Response {
     }
 }
 
-fn page_state(extensions: &http::Extensions) -> PageState {
+/// The `next` of a password change: only the OIDC authorization endpoint on this site.
+fn waiting_authorization(query: Option<&str>) -> Option<String> {
+    let next = url::form_urlencoded::parse(query?.as_bytes())
+        .find(|(name, _)| name == "next")?
+        .1
+        .into_owned();
+    let rest = next.strip_prefix(paths::AUTHORIZE)?;
+    (rest.starts_with('?') && local_path(&next).is_some()).then_some(next)
+}
+
+pub(crate) fn page_state(extensions: &http::Extensions) -> PageState {
     extensions.get::<PageState>().cloned().unwrap_or_default()
 }
 

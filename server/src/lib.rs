@@ -9,6 +9,7 @@ pub mod config;
 mod form;
 mod handlers;
 mod middleware;
+mod oidc;
 pub mod operator;
 mod pages;
 pub mod routes;

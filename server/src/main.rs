@@ -36,6 +36,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Admin {
+            command: AdminCommand::RotateSigningKey,
+        } => {
+            let accounts = startup::open_accounts(&config).await?;
+            let issuer = startup::open_issuer(&config, accounts).await?;
+            let kid = issuer
+                .keys()
+                .rotate(time::OffsetDateTime::now_utc())
+                .await?;
+            println!(
+                "published signing key {kid}; it signs in {} minutes",
+                config.signing_keys.activation_delay.as_secs() / 60
+            );
+            Ok(())
+        }
+        Command::Admin {
             command: AdminCommand::User { command },
         } => {
             let accounts = startup::open_accounts(&config).await?;

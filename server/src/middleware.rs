@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use banlieue_domain::SignedInUser;
+use banlieue_identity::oidc::endpoints;
 use banlieue_store::UserRecord;
 use tower_sessions::Session;
 
@@ -35,7 +36,7 @@ pub async fn security_headers(
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
     if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
-        let policy = content_security_policy(None);
+        let policy = content_security_policy(None, None);
         headers.insert(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_str(&policy).expect("ASCII policy"),
@@ -77,11 +78,16 @@ pub async fn security_headers(
 /// `Sec-Fetch-Site` must be `same-origin` (or `none`, a user-initiated navigation); when a
 /// client sends no fetch metadata, `Origin` must be the external origin or match `Host`.
 /// Requests with neither header are refused (OWASP CSRF cheat sheet, "Verifying Origin").
+/// The OAuth token and revocation endpoints are exempt: they act on the code or token in
+/// the request, never on cookies, and their clients are not browsers of our origin.
 pub async fn same_origin(State(app): State<AppState>, request: Request, next: Next) -> Response {
+    let path = request.uri().path();
     if matches!(
         *request.method(),
         Method::GET | Method::HEAD | Method::OPTIONS
-    ) {
+    ) || path == endpoints::TOKEN
+        || path == endpoints::REVOKE
+    {
         return next.run(request).await;
     }
     if is_same_origin(request.headers(), &app.config.external_origin) {
@@ -203,6 +209,8 @@ pub enum Access {
 
 /// The page access rules, enforced here and not only in the pages:
 /// - assets, health probes, the language switch and the sign-in page are public;
+/// - the OIDC issuer's endpoints and the kubeconfig are public (the authorization page
+///   handles signed-out and must-change users itself);
 /// - everything else needs a session (pages redirect to sign-in);
 /// - while the password must be changed, only the change-password page and sign-out work
 ///   (SPEC §3); pages redirect there, other requests get 403.
@@ -211,7 +219,16 @@ pub fn access(method: &Method, path: &str, user: Option<&UserRecord>) -> Access 
     let always_public = path.starts_with("/pkg/")
         || matches!(
             path,
-            "/favicon.svg" | "/healthz" | "/readyz" | paths::LOCALE
+            "/favicon.svg"
+                | "/healthz"
+                | "/readyz"
+                | paths::LOCALE
+                | paths::KUBECONFIG
+                | endpoints::DISCOVERY
+                | endpoints::JWKS
+                | endpoints::AUTHORIZE
+                | endpoints::TOKEN
+                | endpoints::REVOKE
         );
     if always_public {
         return Access::Allow;

@@ -8,17 +8,19 @@ use axum::extract::{FromRef, Path, Request, State};
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use banlieue_identity::Accounts;
+use banlieue_identity::oidc::{Issuer, endpoints};
 use banlieue_store::SessionBackend;
 use leptos::prelude::LeptosOptions;
 
 use crate::admin::UserAction;
 use crate::config::Config;
-use crate::{account, admin, handlers, middleware, pages, session};
+use crate::{account, admin, handlers, middleware, oidc, pages, session};
 
 /// What every handler may use.
 #[derive(Clone)]
 pub struct AppState {
     pub accounts: Arc<Accounts>,
+    pub issuer: Arc<Issuer>,
     pub config: Arc<Config>,
     pub leptos: LeptosOptions,
 }
@@ -83,6 +85,15 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
         )
         .route("/account/sessions/revoke-all", post(account::revoke_all))
         .route(paths::AUDIT, get(admin::audit_page))
+        .route(endpoints::DISCOVERY, get(oidc::discovery))
+        .route(endpoints::JWKS, get(oidc::jwks))
+        .route(
+            endpoints::AUTHORIZE,
+            get(oidc::authorize_page).post(oidc::authorize_submit),
+        )
+        .route(endpoints::TOKEN, post(oidc::token))
+        .route(endpoints::REVOKE, post(oidc::revoke))
+        .route(paths::KUBECONFIG, get(oidc::kubeconfig))
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
         .method_not_allowed_fallback(handlers::method_not_allowed)

@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use banlieue_identity::oidc::Issuer;
 use banlieue_identity::{Accounts, IdentityError, PasswordHasher, ThrottlePolicy};
 use banlieue_store::Store;
 use leptos::prelude::LeptosOptions;
+use time::OffsetDateTime;
 use tower_sessions_core::session_store::ExpiredDeletion;
 
 use crate::config::{Config, LogFormat};
@@ -60,6 +62,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             .clone()
             .continuously_delete_expired(Duration::from_secs(600)),
     );
+    let issuer = open_issuer(&config, accounts.clone()).await?;
+    tokio::spawn(maintain_issuer(issuer.clone()));
     let leptos = leptos_options(&config);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -68,6 +72,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     tracing::info!(listen = %config.listen, external_url = %config.external_url, "serving");
     let state = AppState {
         accounts,
+        issuer,
         config: Arc::new(config),
         leptos,
     };
@@ -81,6 +86,39 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The OIDC issuer, with a signing key ready (the first start creates one).
+pub async fn open_issuer(config: &Config, accounts: Arc<Accounts>) -> anyhow::Result<Arc<Issuer>> {
+    let issuer = Issuer::new(config.issuer.clone(), config.signing_keys, accounts);
+    issuer
+        .keys()
+        .maintain(OffsetDateTime::now_utc())
+        .await
+        .context("cannot prepare the OIDC signing keys")?;
+    Ok(Arc::new(issuer))
+}
+
+/// Every minute: rotates and withdraws signing keys when due, and deletes codes and
+/// refresh families that can no longer be used.
+async fn maintain_issuer(issuer: Arc<Issuer>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        tick.tick().await;
+        let now = OffsetDateTime::now_utc();
+        if let Err(error) = issuer.keys().maintain(now).await {
+            tracing::error!(%error, "signing key maintenance failed");
+        }
+        let day_ago = now - Duration::from_secs(24 * 3600);
+        if let Err(error) = issuer
+            .accounts()
+            .store()
+            .prune_oidc_grants(day_ago, day_ago)
+            .await
+        {
+            tracing::error!(%error, "pruning OIDC grants failed");
+        }
+    }
 }
 
 /// Leptos' options: the site cargo-leptos builds (`target/site`, or `LEPTOS_SITE_ROOT`,

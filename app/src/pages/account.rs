@@ -9,9 +9,9 @@ use crate::{PageData, page_state, paths};
 pub fn Account() -> impl IntoView {
     let state = page_state();
     let locale = state.locale;
-    let sessions = match state.data {
-        PageData::Account(view) => view.sessions,
-        _ => Vec::new(),
+    let (sessions, kubeconfig_available) = match state.data {
+        PageData::Account(view) => (view.sessions, view.kubeconfig_available),
+        _ => (Vec::new(), false),
     };
     let th = "px-3 py-2 text-left font-medium";
     view! {
@@ -24,6 +24,19 @@ pub fn Account() -> impl IntoView {
                     {locale.t("account-change-password")}
                 </a>
             </p>
+            <section aria-labelledby="kubernetes-access" class="space-y-3">
+                <h2 id="kubernetes-access" class="text-lg font-semibold">{locale.t("account-kubeconfig-title")}</h2>
+                <p class="max-w-prose text-sm text-slate-600 dark:text-slate-300">{locale.t("account-kubeconfig-help")}</p>
+                {if kubeconfig_available {
+                    view! {
+                        <a href=paths::KUBECONFIG download="banlieue.kubeconfig" class=SECONDARY_BUTTON data-testid="download-kubeconfig">
+                            {locale.t("account-kubeconfig-download")}
+                        </a>
+                    }.into_any()
+                } else {
+                    view! { <p class="text-sm text-slate-500">{locale.t("error-no-cluster-configured")}</p> }.into_any()
+                }}
+            </section>
             <section aria-labelledby="my-sessions" class="space-y-4">
                 <h2 id="my-sessions" class="text-lg font-semibold">{locale.t("account-sessions-title")}</h2>
                 <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">

@@ -13,6 +13,12 @@ pub fn ChangePassword() -> impl IntoView {
     let forced = state.user.as_ref().is_some_and(|u| u.must_change_password);
     let error = state.feedback.map(|f| f.error);
     let pending = RwSignal::new(false);
+    // Keeps `?next=` (an OIDC sign-in waiting for this change) on the form's action.
+    let action = if state.path.starts_with(paths::CHANGE_PASSWORD) {
+        state.path.clone()
+    } else {
+        paths::CHANGE_PASSWORD.to_owned()
+    };
     view! {
         <AppHeader />
         <main class="flex justify-center px-4 py-12">
@@ -30,7 +36,7 @@ pub fn ChangePassword() -> impl IntoView {
                     })}
                 <form
                     method="post"
-                    action=paths::CHANGE_PASSWORD
+                    action=action
                     class="space-y-4"
                     on:submit=move |_| pending.set(true)
                 >

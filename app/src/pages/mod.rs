@@ -2,6 +2,7 @@
 
 mod account;
 mod audit;
+mod authorize;
 mod change_password;
 mod dashboard;
 mod not_found;
@@ -11,6 +12,7 @@ mod users;
 
 pub use account::Account;
 pub use audit::Audit;
+pub use authorize::Authorize;
 pub use change_password::ChangePassword;
 pub use dashboard::Dashboard;
 pub use not_found::NotFound;

@@ -11,10 +11,12 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, Request, StatusCode, header};
 use banlieue_domain::{Password, RoleName, Roles, UserName};
+use banlieue_identity::oidc::Issuer;
 use banlieue_identity::{Accounts, PasswordHasher, ThrottlePolicy};
 use banlieue_store::{NewUser, Store, UserRecord};
+use clap::Parser;
 use http_body_util::BodyExt;
-use server::config::Settings;
+use server::config::Cli;
 use server::{AppState, router, startup};
 use time::OffsetDateTime;
 use tower::ServiceExt;
@@ -24,6 +26,10 @@ pub const ORIGIN: &str = "http://127.0.0.1:3000";
 pub struct TestApp {
     pub router: Router,
     pub accounts: Arc<Accounts>,
+    pub issuer: Arc<Issuer>,
+    /// Where [`TestApp::serve`] listens (`http://127.0.0.1:<port>`), else the default
+    /// external URL.
+    pub base_url: String,
     _dir: tempfile::TempDir,
 }
 
@@ -62,25 +68,70 @@ impl TestApp {
         throttle: ThrottlePolicy,
         dir: tempfile::TempDir,
     ) -> Self {
-        let settings = Settings {
-            listen: "127.0.0.1:3000".into(),
-            database_url: "sqlite://unused".into(),
-            external_url: None,
-            log_format: server::config::LogFormat::Text,
-        };
-        let config = settings.validate().unwrap();
+        Self::configured(store, hasher, throttle, dir, &[]).await
+    }
+
+    /// A console built from command-line `args` (e.g. `--cluster-server …`), with the
+    /// defaults for everything else.
+    pub async fn with_args(args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/console.db", dir.path().display());
+        let store = Store::open(&url).await.unwrap();
+        Self::configured(store, cheap_hasher(), ThrottlePolicy::default(), dir, args).await
+    }
+
+    async fn configured(
+        store: Store,
+        hasher: PasswordHasher,
+        throttle: ThrottlePolicy,
+        dir: tempfile::TempDir,
+        args: &[&str],
+    ) -> Self {
+        let cli = Cli::try_parse_from(
+            ["banlieue-console", "--listen", "127.0.0.1:3000"]
+                .iter()
+                .chain(args),
+        )
+        .unwrap();
+        let config = cli.settings.validate().unwrap();
         let sessions = store.session_backend().await.unwrap();
         let accounts =
             Arc::new(Accounts::new(store, hasher, throttle).with_user_cache_ttl(Duration::ZERO));
+        let issuer = startup::open_issuer(&config, accounts.clone())
+            .await
+            .unwrap();
         let state = AppState {
             accounts: accounts.clone(),
+            issuer: issuer.clone(),
             leptos: startup::leptos_options(&config),
             config: Arc::new(config),
         };
         Self {
+            base_url: state.config.external_url.clone(),
             router: router(state, sessions),
             accounts,
+            issuer,
             _dir: dir,
+        }
+    }
+
+    /// A console served over HTTP on a fresh loopback port, its issuer URL being that
+    /// address. The server stops with the test's runtime.
+    pub async fn serve(args: &[&str]) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let base = format!("http://{address}");
+        let mut all = vec!["--external-url", base.as_str()];
+        all.extend_from_slice(args);
+        let app = Self::with_args(&all).await;
+        let service = app
+            .router
+            .clone()
+            .into_make_service_with_connect_info::<SocketAddr>();
+        tokio::spawn(async move { axum::serve(listener, service).await });
+        Self {
+            base_url: base,
+            ..app
         }
     }
 

@@ -8,6 +8,7 @@ mod authorize;
 mod clients;
 mod error;
 mod keys;
+mod kubeconfig;
 mod token;
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ pub use clients::{
 };
 pub use error::{OAuthError, OAuthErrorCode};
 pub use keys::{KeyError, KeyPolicy, SigningKeys};
+pub use kubeconfig::{ClusterAccess, kubeconfig_yaml};
 pub use token::{IdTokenClaims, TokenResponse};
 
 use crate::Accounts;

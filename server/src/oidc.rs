@@ -1,0 +1,320 @@
+//! The OIDC issuer's HTTP surface (SPEC §4): discovery, JWKS, the authorization page,
+//! the token and revocation endpoints, and the kubeconfig download. The rules live in
+//! `banlieue_identity::oidc`.
+
+use app::{AppError, AuthorizeClient, AuthorizeView, Page, PageData, PageState, paths};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use banlieue_identity::oidc::{
+    AuthorizationRequest, AuthorizeRefusal, ClientKind, OAuthError, OAuthErrorCode, kubeconfig_yaml,
+};
+use banlieue_identity::{SessionGrant, SignInAttempt, SignInError};
+use time::OffsetDateTime;
+use tower_sessions::Session;
+
+use crate::AppState;
+use crate::form::Form;
+use crate::handlers::{page_state, sign_in_refusal, start_session};
+use crate::middleware::{CurrentUser, client_ip, error_page, internal_error};
+use crate::pages;
+use crate::session::AUTH_KEY;
+
+/// `GET /.well-known/openid-configuration` (OpenID Connect Discovery 1.0 §4).
+pub async fn discovery(State(app): State<AppState>) -> Response {
+    json_no_cache(StatusCode::OK, &app.issuer.discovery())
+}
+
+/// `GET /oidc/jwks`: the published signing keys (RFC 7517 §5).
+pub async fn jwks(State(app): State<AppState>) -> Response {
+    match app.issuer.jwks(OffsetDateTime::now_utc()).await {
+        Ok(keys) => json_no_cache(StatusCode::OK, &keys),
+        Err(error) => {
+            tracing::error!(%error, "cannot read the signing keys");
+            json_no_cache(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &OAuthError::new(OAuthErrorCode::ServerError, "signing keys unavailable").to_json(),
+            )
+        }
+    }
+}
+
+/// `GET /oidc/authorize` (RFC 6749 §4.1.1): validates the request, then shows the
+/// sign-in card, or the confirmation to a signed-in person.
+pub async fn authorize_page(State(app): State<AppState>, request: Request) -> Response {
+    let state = page_state(request.extensions());
+    let params = query_pairs(request.uri().query().unwrap_or_default());
+    let user = request
+        .extensions()
+        .get::<CurrentUser>()
+        .map(|c| c.0.clone());
+    let authorization = match AuthorizationRequest::parse(&params, &app.config.external_url) {
+        Ok(authorization) => authorization,
+        Err(refusal) => return refused(&app, state, &refusal),
+    };
+    if authorization.prompt_none {
+        let code = if user.is_some() {
+            OAuthErrorCode::ConsentRequired
+        } else {
+            OAuthErrorCode::LoginRequired
+        };
+        let refusal = authorization.refuse(code, "this issuer always shows a page");
+        return refused(&app, state, &refusal);
+    }
+    if user.as_ref().is_some_and(|u| u.must_change_password) {
+        return change_password_first(&authorization);
+    }
+    render(&app, state, &authorization, None).await
+}
+
+/// `POST /oidc/authorize`: the sign-in card (`user_name`, `password`) or the confirmation
+/// (`decision` = `allow` | `deny`), each with the request's fields. Success redirects to
+/// the client with a code; cancelling with `access_denied`.
+pub async fn authorize_submit(
+    State(app): State<AppState>,
+    session: Session,
+    request: Request,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let state = page_state(&parts.extensions);
+    let form = match Form::read(body).await {
+        Ok(form) => form,
+        Err(error) => return error_page(state.locale, &error),
+    };
+    let oauth_fields: Vec<(String, String)> = form
+        .pairs()
+        .iter()
+        .filter(|(name, _)| !matches!(name.as_str(), "user_name" | "password" | "decision"))
+        .cloned()
+        .collect();
+    let authorization = match AuthorizationRequest::parse(&oauth_fields, &app.config.external_url) {
+        Ok(authorization) => authorization,
+        Err(refusal) => return refused(&app, state, &refusal),
+    };
+    let now = OffsetDateTime::now_utc();
+    let signed_in = parts.extensions.get::<CurrentUser>().map(|c| c.0.clone());
+    let (user, auth_time) = match signed_in {
+        Some(user) => {
+            if form.get("decision") != "allow" {
+                let refusal = authorization.refuse(
+                    OAuthErrorCode::AccessDenied,
+                    "the person declined the request",
+                );
+                return refused(&app, state, &refusal);
+            }
+            let grant = session.get::<SessionGrant>(AUTH_KEY).await.ok().flatten();
+            let auth_time = grant.map_or(now, |g| g.auth_time());
+            (user, auth_time)
+        }
+        None => {
+            let user_name = form.get("user_name").trim().to_owned();
+            let attempt = SignInAttempt {
+                user_name: &user_name,
+                password: form.get("password"),
+                source: client_ip(&parts.extensions),
+            };
+            match app.accounts.sign_in(attempt).await {
+                Ok(user) => {
+                    if let Err(error) = start_session(&app, &session, &user, &parts, now).await {
+                        return internal_error(state.locale, &error);
+                    }
+                    (user, now)
+                }
+                Err(SignInError::Internal(error)) => {
+                    return internal_error(state.locale, &error.into());
+                }
+                Err(error) => {
+                    let values = pages::typed(&[("user_name", &user_name)]);
+                    let feedback = (sign_in_refusal(error), values);
+                    return render(&app, state, &authorization, Some(feedback)).await;
+                }
+            }
+        }
+    };
+    if user.must_change_password {
+        return change_password_first(&authorization);
+    }
+    match app
+        .issuer
+        .issue_code(&authorization, &user, auth_time, now)
+        .await
+    {
+        Ok(location) => Redirect::to(&location).into_response(),
+        Err(refusal) => refused(&app, state, &refusal),
+    }
+}
+
+/// `POST /oidc/token` (RFC 6749 §3.2): JSON, never cached (§5.1).
+pub async fn token(State(app): State<AppState>, request: Request) -> Response {
+    let source = client_ip(request.extensions());
+    let form = match oauth_form(request).await {
+        Ok(form) => form,
+        Err(error) => return oauth_error(&error),
+    };
+    match app
+        .issuer
+        .token(&form, source, OffsetDateTime::now_utc())
+        .await
+    {
+        Ok(tokens) => {
+            let body = serde_json::to_value(&tokens).expect("token responses serialise");
+            json_no_store(StatusCode::OK, &body)
+        }
+        Err(error) => oauth_error(&error),
+    }
+}
+
+/// `POST /oidc/revoke` (RFC 7009 §2): 200 with an empty body when done or when the token
+/// is unknown.
+pub async fn revoke(State(app): State<AppState>, request: Request) -> Response {
+    let source = client_ip(request.extensions());
+    let form = match oauth_form(request).await {
+        Ok(form) => form,
+        Err(error) => return oauth_error(&error),
+    };
+    match app
+        .issuer
+        .revoke(&form, source, OffsetDateTime::now_utc())
+        .await
+    {
+        Ok(()) => (StatusCode::OK, [(header::CACHE_CONTROL, "no-store")]).into_response(),
+        Err(error) => oauth_error(&error),
+    }
+}
+
+/// `GET /kubeconfig`: the kubeconfig with the `banlieue` exec plugin. Public, as it holds
+/// no secret (the CLI downloads it before anyone is signed in).
+pub async fn kubeconfig(State(app): State<AppState>, request: Request) -> Response {
+    let Some(cluster) = &app.config.cluster else {
+        return error_page(
+            page_state(request.extensions()).locale,
+            &AppError::NoClusterConfigured,
+        );
+    };
+    let yaml = kubeconfig_yaml(cluster, &app.config.external_url);
+    (
+        [
+            (header::CONTENT_TYPE, "application/yaml; charset=utf-8"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"banlieue.kubeconfig\"",
+            ),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        yaml,
+    )
+        .into_response()
+}
+
+async fn render(
+    app: &AppState,
+    mut state: PageState,
+    authorization: &AuthorizationRequest,
+    feedback: Option<(AppError, std::collections::BTreeMap<String, String>)>,
+) -> Response {
+    state.page = Page::Authorize;
+    state.data = PageData::Authorize(AuthorizeView {
+        client: match authorization.client.kind {
+            ClientKind::CommandLine => AuthorizeClient::CommandLine,
+            ClientKind::Console => AuthorizeClient::Console,
+        },
+        fields: authorization
+            .form_fields()
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value))
+            .collect(),
+        redirect_origin: authorization.redirect_origin(),
+    });
+    match feedback {
+        Some((error, values)) => pages::with_feedback(app, state, error, values).await,
+        None => pages::render(app, state, StatusCode::OK).await,
+    }
+}
+
+fn refused(app: &AppState, state: PageState, refusal: &AuthorizeRefusal) -> Response {
+    match refusal.location(&app.config.external_url) {
+        Some(location) => Redirect::to(&location).into_response(),
+        None => {
+            let AuthorizeRefusal::Untrusted { reason } = refusal else {
+                unreachable!("only untrusted refusals have no location")
+            };
+            error_page(
+                state.locale,
+                &AppError::InvalidAuthorizationRequest {
+                    reason: reason.clone(),
+                },
+            )
+        }
+    }
+}
+
+/// Sends a person who must change their password to the change first, then back here
+/// (SPEC §4: no token before the change).
+fn change_password_first(authorization: &AuthorizationRequest) -> Response {
+    let query = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(authorization.form_fields())
+        .finish();
+    let back = format!("{}?{query}", paths::AUTHORIZE);
+    let next = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("next", &back)
+        .finish();
+    Redirect::to(&format!("{}?{next}", paths::CHANGE_PASSWORD)).into_response()
+}
+
+async fn oauth_form(request: Request) -> Result<Vec<(String, String)>, OAuthError> {
+    let is_form = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    if !is_form {
+        return Err(OAuthError::new(
+            OAuthErrorCode::InvalidRequest,
+            "the body must be application/x-www-form-urlencoded",
+        ));
+    }
+    Form::read(request.into_body())
+        .await
+        .map(|form| form.pairs().to_vec())
+        .map_err(|_| {
+            OAuthError::new(
+                OAuthErrorCode::InvalidRequest,
+                "the body is not a valid UTF-8 form of at most 16 KiB",
+            )
+        })
+}
+
+fn oauth_error(error: &OAuthError) -> Response {
+    let status = StatusCode::from_u16(error.code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+    json_no_store(status, &error.to_json())
+}
+
+fn json_no_cache(status: StatusCode, body: &serde_json::Value) -> Response {
+    json_with_cache(status, body, "no-cache")
+}
+
+fn json_no_store(status: StatusCode, body: &serde_json::Value) -> Response {
+    let mut response = json_with_cache(status, body, "no-store");
+    response
+        .headers_mut()
+        .insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    response
+}
+
+fn json_with_cache(status: StatusCode, body: &serde_json::Value, cache: &'static str) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, cache),
+        ],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn query_pairs(query: &str) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(query.as_bytes())
+        .map(|(name, value)| (name.into_owned(), value.into_owned()))
+        .collect()
+}

@@ -1,0 +1,716 @@
+//! The OIDC issuer through the router: the authorization page, codes, tokens, refresh
+//! rotation and revocation, and every refusal SPEC §4 and issue 4 name.
+
+mod support;
+
+use std::collections::HashMap;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use serde_json::Value;
+use support::{TestApp, form, get, post_form};
+use time::OffsetDateTime;
+
+// RFC 7636 Appendix B.
+const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
+const REDIRECT: &str = "http://127.0.0.1:53124/callback";
+const PASSWORD: &str = "correct horse battery";
+
+fn authorize_params(overrides: &[(&str, Option<&str>)]) -> Vec<(String, String)> {
+    let mut params: Vec<(&str, Option<&str>)> = vec![
+        ("response_type", Some("code")),
+        ("client_id", Some("banlieue-cli")),
+        ("redirect_uri", Some(REDIRECT)),
+        ("scope", Some("openid offline_access")),
+        ("state", Some("st")),
+        ("nonce", Some("nn")),
+        ("code_challenge", Some(CHALLENGE)),
+        ("code_challenge_method", Some("S256")),
+    ];
+    for (name, value) in overrides {
+        params.retain(|(n, _)| n != name);
+        params.push((name, *value));
+    }
+    params
+        .into_iter()
+        .filter_map(|(n, v)| v.map(|v| (n.to_owned(), v.to_owned())))
+        .collect()
+}
+
+fn encode(pairs: &[(String, String)]) -> String {
+    let borrowed: Vec<(&str, &str)> = pairs
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    form(&borrowed)
+}
+
+fn query_of(location: &str) -> HashMap<String, String> {
+    let url = url::Url::parse(location).unwrap();
+    url.query_pairs().into_owned().collect()
+}
+
+/// A POST from a non-browser client (no Origin, no fetch metadata), as kubectl's plugin
+/// sends to the token endpoint.
+fn client_post(path: &str, fields: &[(&str, &str)]) -> Request<Body> {
+    Request::post(path)
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(form(fields)))
+        .unwrap()
+}
+
+struct Fixture {
+    app: TestApp,
+    cookie: String,
+}
+
+impl Fixture {
+    async fn new() -> Self {
+        let app = TestApp::new().await;
+        app.create_user("alice", PASSWORD, &["developer"], false)
+            .await;
+        let cookie = app.sign_in("alice", PASSWORD).await;
+        Self { app, cookie }
+    }
+
+    /// Confirms an authorization as the signed-in alice; returns the redirect.
+    async fn confirm(&self, params: &[(String, String)]) -> String {
+        let mut fields = params.to_vec();
+        fields.push(("decision".into(), "allow".into()));
+        let response = self
+            .app
+            .send(post_form(
+                "/oidc/authorize",
+                encode(&fields),
+                Some(&self.cookie),
+            ))
+            .await;
+        assert_eq!(response.status, StatusCode::SEE_OTHER, "{}", response.body);
+        response.location().unwrap().to_owned()
+    }
+
+    async fn code(&self, params: &[(String, String)]) -> String {
+        query_of(&self.confirm(params).await)["code"].clone()
+    }
+
+    async fn exchange(&self, code: &str, verifier: Option<&str>) -> (StatusCode, Value) {
+        let mut fields = vec![
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", REDIRECT),
+            ("client_id", "banlieue-cli"),
+        ];
+        fields.extend(verifier.map(|v| ("code_verifier", v)));
+        self.token(&fields).await
+    }
+
+    async fn token(&self, fields: &[(&str, &str)]) -> (StatusCode, Value) {
+        let response = self.app.send(client_post("/oidc/token", fields)).await;
+        (
+            response.status,
+            serde_json::from_str(&response.body).unwrap(),
+        )
+    }
+
+    async fn tokens(&self) -> Value {
+        let code = self.code(&authorize_params(&[])).await;
+        let (status, body) = self.exchange(&code, Some(VERIFIER)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body
+    }
+
+    async fn refresh(&self, refresh_token: &str) -> (StatusCode, Value) {
+        self.token(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", refresh_token),
+            ("client_id", "banlieue-cli"),
+        ])
+        .await
+    }
+}
+
+fn claims(jwt: &str) -> Value {
+    use base64::Engine;
+    let payload = jwt.split('.').nth(1).unwrap();
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+fn error_of(body: &Value) -> &str {
+    body["error"].as_str().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn discovery_and_jwks_describe_the_issuer_uncached() {
+    let app = TestApp::new().await;
+    let discovery = app
+        .send(get("/.well-known/openid-configuration", None))
+        .await;
+    assert_eq!(discovery.status, StatusCode::OK);
+    assert_eq!(
+        discovery.header("cache-control").as_deref(),
+        Some("no-cache")
+    );
+    let doc: Value = serde_json::from_str(&discovery.body).unwrap();
+    assert_eq!(doc["issuer"], "http://127.0.0.1:3000");
+    assert_eq!(doc["token_endpoint"], "http://127.0.0.1:3000/oidc/token");
+    assert_eq!(
+        doc["code_challenge_methods_supported"],
+        serde_json::json!(["S256"])
+    );
+    let jwks = app.send(get("/oidc/jwks", None)).await;
+    assert_eq!(jwks.header("cache-control").as_deref(), Some("no-cache"));
+    let keys: Value = serde_json::from_str(&jwks.body).unwrap();
+    let key = &keys["keys"][0];
+    assert_eq!(key["kty"], "RSA");
+    assert_eq!(key["alg"], "RS256");
+    assert!(key.get("d").is_none(), "no private part in the JWKS");
+}
+
+#[tokio::test]
+async fn signed_out_people_see_the_sign_in_card_and_get_a_code_after_signing_in() {
+    let app = TestApp::new().await;
+    app.create_user("bob", PASSWORD, &["viewer"], false).await;
+    let query = encode(&authorize_params(&[]));
+    let page = app
+        .send(get(&format!("/oidc/authorize?{query}"), None))
+        .await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("name=\"password\""), "sign-in card");
+    assert!(
+        page.body.contains(CHALLENGE),
+        "the request is carried in the form"
+    );
+    let csp = page.header("content-security-policy").unwrap();
+    assert!(
+        csp.contains("form-action 'self' http://127.0.0.1:53124"),
+        "{csp}"
+    );
+
+    let mut fields = authorize_params(&[]);
+    fields.push(("user_name".into(), "bob".into()));
+    fields.push(("password".into(), "wrong password!".into()));
+    let refused = app
+        .send(post_form("/oidc/authorize", encode(&fields), None))
+        .await;
+    assert_eq!(refused.status, StatusCode::OK);
+    assert!(refused.alert().is_some());
+    assert!(
+        refused.body.contains("value=\"bob\""),
+        "the user name is kept"
+    );
+
+    fields.pop();
+    fields.push(("password".into(), PASSWORD.into()));
+    let signed_in = app
+        .send(post_form("/oidc/authorize", encode(&fields), None))
+        .await;
+    assert_eq!(signed_in.status, StatusCode::SEE_OTHER);
+    let location = signed_in.location().unwrap();
+    assert!(location.starts_with(REDIRECT), "{location}");
+    let query = query_of(location);
+    assert_eq!(query["state"], "st");
+    assert_eq!(query["iss"], "http://127.0.0.1:3000");
+    assert_eq!(query["code"].len(), 43);
+    assert!(
+        signed_in.session_cookie().is_some(),
+        "signed in to the console too"
+    );
+}
+
+#[tokio::test]
+async fn signed_in_people_confirm_or_cancel() {
+    let fx = Fixture::new().await;
+    let query = encode(&authorize_params(&[]));
+    let page = fx
+        .app
+        .send(get(&format!("/oidc/authorize?{query}"), Some(&fx.cookie)))
+        .await;
+    assert!(page.body.contains("Continue as alice"), "{}", page.body);
+    assert!(!page.body.contains("name=\"password\""));
+
+    let mut fields = authorize_params(&[]);
+    fields.push(("decision".into(), "deny".into()));
+    let cancelled = fx
+        .app
+        .send(post_form(
+            "/oidc/authorize",
+            encode(&fields),
+            Some(&fx.cookie),
+        ))
+        .await;
+    let query = query_of(cancelled.location().unwrap());
+    assert_eq!(query["error"], "access_denied");
+    assert_eq!(query["state"], "st");
+}
+
+#[tokio::test]
+async fn a_cross_site_confirmation_is_refused() {
+    let fx = Fixture::new().await;
+    let mut fields = authorize_params(&[]);
+    fields.push(("decision".into(), "allow".into()));
+    let mut request = post_form("/oidc/authorize", encode(&fields), Some(&fx.cookie));
+    request
+        .headers_mut()
+        .insert("sec-fetch-site", "cross-site".parse().unwrap());
+    let response = fx.app.send(request).await;
+    assert_eq!(response.status, StatusCode::FORBIDDEN);
+    assert!(response.location().is_none());
+}
+
+#[tokio::test]
+async fn the_code_grant_returns_a_signed_id_token_and_a_refresh_token() {
+    let fx = Fixture::new().await;
+    let body = fx.tokens().await;
+    assert_eq!(body["token_type"], "Bearer");
+    assert_eq!(body["expires_in"], 300);
+    let id = claims(body["id_token"].as_str().unwrap());
+    assert_eq!(id["iss"], "http://127.0.0.1:3000");
+    assert_eq!(id["sub"], "alice");
+    assert_eq!(id["aud"], serde_json::json!(["kubernetes", "banlieue-cli"]));
+    assert_eq!(id["azp"], "banlieue-cli");
+    assert_eq!(id["nonce"], "nn");
+    assert_eq!(id["groups"], serde_json::json!(["developer"]));
+    assert_eq!(
+        id["exp"].as_i64().unwrap() - id["iat"].as_i64().unwrap(),
+        300
+    );
+    assert!(body["refresh_token"].is_string());
+
+    let events = fx.app.store().recent_audit(20).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.action == "oidc.token.issue" && e.actor == "alice")
+    );
+}
+
+#[tokio::test]
+async fn the_console_audience_is_carried_into_refresh() {
+    let fx = Fixture::new().await;
+    let code = fx
+        .code(&authorize_params(&[("audience", Some("banlieue-console"))]))
+        .await;
+    let (_, body) = fx.exchange(&code, Some(VERIFIER)).await;
+    let (status, refreshed) = fx.refresh(body["refresh_token"].as_str().unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    let id = claims(refreshed["id_token"].as_str().unwrap());
+    assert_eq!(id["aud"][0], "banlieue-console");
+    assert!(id.get("nonce").is_none());
+}
+
+#[tokio::test]
+async fn codes_are_refused_when_pkce_client_or_redirect_do_not_match() {
+    let fx = Fixture::new().await;
+    let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        ("missing verifier", vec![]),
+        (
+            "wrong verifier",
+            vec![(
+                "code_verifier",
+                "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXl",
+            )],
+        ),
+        (
+            "the challenge as verifier",
+            vec![("code_verifier", CHALLENGE)],
+        ),
+        (
+            "other redirect port",
+            vec![
+                ("code_verifier", VERIFIER),
+                ("redirect_uri", "http://127.0.0.1:53125/callback"),
+            ],
+        ),
+        (
+            "other client",
+            vec![
+                ("code_verifier", VERIFIER),
+                ("client_id", "banlieue-console"),
+            ],
+        ),
+    ];
+    for (case, overrides) in cases {
+        let code = fx.code(&authorize_params(&[])).await;
+        let mut fields: HashMap<&str, &str> = HashMap::from([
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("redirect_uri", REDIRECT),
+            ("client_id", "banlieue-cli"),
+        ]);
+        fields.extend(overrides);
+        let fields: Vec<(&str, &str)> = fields.into_iter().collect();
+        let (status, body) = fx.token(&fields).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{case}: {body}");
+        assert_eq!(error_of(&body), "invalid_grant", "{case}");
+    }
+}
+
+#[tokio::test]
+async fn a_code_works_once_and_its_replay_revokes_what_it_issued() {
+    let fx = Fixture::new().await;
+    let code = fx.code(&authorize_params(&[])).await;
+    let (status, first) = fx.exchange(&code, Some(VERIFIER)).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, replay) = fx.exchange(&code, Some(VERIFIER)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(error_of(&replay), "invalid_grant");
+    let (_, refreshed) = fx.refresh(first["refresh_token"].as_str().unwrap()).await;
+    assert_eq!(
+        error_of(&refreshed),
+        "invalid_grant",
+        "the family died with the replay"
+    );
+}
+
+#[tokio::test]
+async fn an_expired_code_is_refused() {
+    let fx = Fixture::new().await;
+    let alice = fx
+        .app
+        .store()
+        .user_by_name(&banlieue_domain::UserName::parse("alice").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let now = OffsetDateTime::now_utc();
+    // A code issued 61 s ago, stored as the issuer stores codes (SHA-256, hex).
+    let code = "an-aged-code";
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, code.as_bytes());
+    let record = banlieue_store::AuthorizationCodeRecord {
+        code_hash: digest.as_ref().iter().map(|b| format!("{b:02x}")).collect(),
+        client_id: "banlieue-cli".into(),
+        redirect_uri: REDIRECT.into(),
+        code_challenge: CHALLENGE.into(),
+        nonce: None,
+        audience: "kubernetes".into(),
+        scope: "openid".into(),
+        user_id: alice.id,
+        auth_time: now - time::Duration::seconds(61),
+        expires_at: now - time::Duration::seconds(1),
+    };
+    fx.app
+        .store()
+        .insert_authorization_code(&record)
+        .await
+        .unwrap();
+    let (status, body) = fx.exchange(code, Some(VERIFIER)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body["error_description"],
+        "the authorization code has expired"
+    );
+}
+
+#[tokio::test]
+async fn authorization_requests_that_cannot_be_trusted_are_shown_not_redirected() {
+    let fx = Fixture::new().await;
+    let untrusted = [
+        vec![("client_id", Some("unknown-client"))],
+        vec![("redirect_uri", Some("http://localhost:53124/callback"))],
+        vec![("redirect_uri", Some("http://[::1]:53124/callback"))],
+        vec![("redirect_uri", Some("http://127.0.0.1:53124/other"))],
+        vec![(
+            "redirect_uri",
+            Some("http://127.0.0.1.evil.test:53124/callback"),
+        )],
+        vec![("redirect_uri", Some("https://127.0.0.1:53124/callback"))],
+        vec![("redirect_uri", Some("http://evil.test/callback"))],
+    ];
+    for overrides in untrusted {
+        let query = encode(&authorize_params(&overrides));
+        let page = fx
+            .app
+            .send(get(&format!("/oidc/authorize?{query}"), Some(&fx.cookie)))
+            .await;
+        assert_eq!(page.status, StatusCode::BAD_REQUEST, "{overrides:?}");
+        assert!(page.location().is_none());
+        assert!(page.body.contains("cannot be used"), "{}", page.body);
+    }
+}
+
+#[tokio::test]
+async fn pkce_downgrades_are_refused_at_authorize() {
+    let fx = Fixture::new().await;
+    for overrides in [
+        vec![("code_challenge", None), ("code_challenge_method", None)],
+        vec![("code_challenge_method", None)],
+        vec![("code_challenge_method", Some("plain"))],
+    ] {
+        let query = encode(&authorize_params(&overrides));
+        let page = fx
+            .app
+            .send(get(&format!("/oidc/authorize?{query}"), Some(&fx.cookie)))
+            .await;
+        assert_eq!(page.status, StatusCode::SEE_OTHER, "{overrides:?}");
+        let query = query_of(page.location().unwrap());
+        assert_eq!(query["error"], "invalid_request", "{overrides:?}");
+        assert_eq!(query["state"], "st");
+    }
+}
+
+#[tokio::test]
+async fn refresh_rotates_with_a_short_grace_and_reuse_revokes_the_family() {
+    let fx = Fixture::new().await;
+    let first = fx.tokens().await;
+    let r1 = first["refresh_token"].as_str().unwrap().to_owned();
+    let (status, second) = fx.refresh(&r1).await;
+    assert_eq!(status, StatusCode::OK);
+    let r2 = second["refresh_token"].as_str().unwrap().to_owned();
+    assert_ne!(r1, r2);
+    // A parallel run presenting r1 again within the grace gets the same successor.
+    let (status, again) = fx.refresh(&r1).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["refresh_token"], r2.as_str());
+    // r2 rotates to r3; now r1 is no longer the immediately previous token.
+    let (_, third) = fx.refresh(&r2).await;
+    let r3 = third["refresh_token"].as_str().unwrap().to_owned();
+    let (status, reuse) = fx.refresh(&r1).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(error_of(&reuse), "invalid_grant");
+    let (_, after) = fx.refresh(&r3).await;
+    assert_eq!(
+        error_of(&after),
+        "invalid_grant",
+        "the whole family is revoked"
+    );
+    let events = fx.app.store().recent_audit(50).await.unwrap();
+    assert!(events.iter().any(|e| e.action == "oidc.refresh.reuse"));
+    assert!(events.iter().any(|e| e.action == "oidc.token.refresh"));
+}
+
+#[tokio::test]
+async fn refresh_dies_with_disable_password_change_and_sign_out_everywhere() {
+    let fx = Fixture::new().await;
+    let alice = fx
+        .app
+        .store()
+        .user_by_name(&banlieue_domain::UserName::parse("alice").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+
+    let tokens = fx.tokens().await;
+    fx.app
+        .store()
+        .set_disabled(alice.id, true, OffsetDateTime::now_utc())
+        .await
+        .unwrap();
+    let (_, body) = fx.refresh(tokens["refresh_token"].as_str().unwrap()).await;
+    assert_eq!(error_of(&body), "invalid_grant", "after disable");
+    fx.app
+        .store()
+        .set_disabled(alice.id, false, OffsetDateTime::now_utc())
+        .await
+        .unwrap();
+
+    let fx = Fixture::new().await;
+    let alice = fx
+        .app
+        .store()
+        .user_by_name(&banlieue_domain::UserName::parse("alice").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let tokens = fx.tokens().await;
+    fx.app
+        .store()
+        .revoke_user_sessions(
+            alice.id,
+            OffsetDateTime::now_utc() + time::Duration::seconds(1),
+        )
+        .await
+        .unwrap();
+    let (_, body) = fx.refresh(tokens["refresh_token"].as_str().unwrap()).await;
+    assert_eq!(error_of(&body), "invalid_grant", "after not_before moved");
+}
+
+#[tokio::test]
+async fn refresh_stops_at_the_absolute_lifetime() {
+    let app = TestApp::with_args(&["--refresh-token-lifetime-hours", "1"]).await;
+    app.create_user("alice", PASSWORD, &["developer"], false)
+        .await;
+    let cookie = app.sign_in("alice", PASSWORD).await;
+    let fx = Fixture { app, cookie };
+    let tokens = fx.tokens().await;
+    let refresh = tokens["refresh_token"].as_str().unwrap();
+    let (status, _) = fx.refresh(refresh).await;
+    assert_eq!(status, StatusCode::OK);
+    let later = OffsetDateTime::now_utc() + time::Duration::minutes(61);
+    let rotated = {
+        let (_, body) = fx.refresh(refresh).await; // grace: same successor
+        body["refresh_token"].as_str().unwrap().to_owned()
+    };
+    let form = vec![
+        ("grant_type".to_owned(), "refresh_token".to_owned()),
+        ("refresh_token".to_owned(), rotated),
+        ("client_id".to_owned(), "banlieue-cli".to_owned()),
+    ];
+    let error = fx
+        .app
+        .issuer
+        .token(&form, "127.0.0.1".parse().unwrap(), later)
+        .await
+        .unwrap_err();
+    assert_eq!(error.code.as_str(), "invalid_grant");
+}
+
+#[tokio::test]
+async fn users_who_must_change_their_password_get_no_token_until_they_do() {
+    let app = TestApp::new().await;
+    app.create_user("carol", PASSWORD, &["developer"], true)
+        .await;
+    let mut fields = authorize_params(&[]);
+    fields.push(("user_name".into(), "carol".into()));
+    fields.push(("password".into(), PASSWORD.into()));
+    let response = app
+        .send(post_form("/oidc/authorize", encode(&fields), None))
+        .await;
+    assert_eq!(response.status, StatusCode::SEE_OTHER);
+    let location = response.location().unwrap().to_owned();
+    assert!(
+        location.starts_with("/change-password?next=%2Foidc%2Fauthorize%3F"),
+        "{location}"
+    );
+    let cookie = response.session_cookie().unwrap();
+
+    let changed = app
+        .send(post_form(
+            &location,
+            form(&[
+                ("current_password", PASSWORD),
+                ("new_password", "a brand new passphrase"),
+                ("confirm_password", "a brand new passphrase"),
+            ]),
+            Some(&cookie),
+        ))
+        .await;
+    assert_eq!(changed.status, StatusCode::SEE_OTHER, "{}", changed.body);
+    let back = changed.location().unwrap();
+    assert!(back.starts_with("/oidc/authorize?"), "{back}");
+    let cookie = changed.session_cookie().unwrap();
+    let page = app.send(get(back, Some(&cookie))).await;
+    assert!(page.body.contains("Continue as carol"), "{}", page.body);
+}
+
+#[tokio::test]
+async fn token_endpoint_errors_follow_rfc_6749() {
+    let fx = Fixture::new().await;
+    type Case<'a> = (Vec<(&'a str, &'a str)>, StatusCode, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            vec![("grant_type", "password"), ("client_id", "banlieue-cli")],
+            StatusCode::BAD_REQUEST,
+            "unsupported_grant_type",
+        ),
+        (
+            vec![("grant_type", "authorization_code")],
+            StatusCode::UNAUTHORIZED,
+            "invalid_client",
+        ),
+        (
+            vec![
+                ("grant_type", "authorization_code"),
+                ("client_id", "kubectl"),
+            ],
+            StatusCode::UNAUTHORIZED,
+            "invalid_client",
+        ),
+        (
+            vec![
+                ("grant_type", "authorization_code"),
+                ("client_id", "banlieue-cli"),
+            ],
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            vec![
+                ("grant_type", "refresh_token"),
+                ("client_id", "banlieue-cli"),
+                ("refresh_token", "garbage"),
+            ],
+            StatusCode::BAD_REQUEST,
+            "invalid_grant",
+        ),
+        (
+            vec![
+                ("grant_type", "authorization_code"),
+                ("grant_type", "refresh_token"),
+                ("client_id", "banlieue-cli"),
+            ],
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+    ];
+    for (fields, status, error) in cases {
+        let response = fx.app.send(client_post("/oidc/token", &fields)).await;
+        assert_eq!(response.status, status, "{fields:?}: {}", response.body);
+        assert_eq!(
+            response.header("cache-control").as_deref(),
+            Some("no-store")
+        );
+        let body: Value = serde_json::from_str(&response.body).unwrap();
+        assert_eq!(error_of(&body), error, "{fields:?}");
+    }
+}
+
+#[tokio::test]
+async fn revocation_follows_rfc_7009() {
+    let fx = Fixture::new().await;
+    let tokens = fx.tokens().await;
+    let refresh = tokens["refresh_token"].as_str().unwrap();
+
+    let send = |fields: Vec<(&str, &str)>| fx.app.send(client_post("/oidc/revoke", &fields));
+    let garbage = send(vec![("token", "garbage"), ("client_id", "banlieue-cli")]).await;
+    assert_eq!(garbage.status, StatusCode::OK);
+    assert!(garbage.body.is_empty());
+    let access = send(vec![
+        ("token", tokens["access_token"].as_str().unwrap()),
+        ("token_type_hint", "access_token"),
+        ("client_id", "banlieue-cli"),
+    ])
+    .await;
+    assert_eq!(access.status, StatusCode::BAD_REQUEST);
+    assert!(access.body.contains("unsupported_token_type"));
+    let other = send(vec![("token", refresh), ("client_id", "banlieue-console")]).await;
+    assert_eq!(other.status, StatusCode::BAD_REQUEST);
+    assert!(other.body.contains("invalid_grant"));
+    let unknown_client = send(vec![("token", refresh), ("client_id", "nobody")]).await;
+    assert_eq!(unknown_client.status, StatusCode::UNAUTHORIZED);
+
+    let done = send(vec![
+        ("token", refresh),
+        ("token_type_hint", "refresh_token"),
+        ("client_id", "banlieue-cli"),
+    ])
+    .await;
+    assert_eq!(done.status, StatusCode::OK);
+    let (_, body) = fx.refresh(refresh).await;
+    assert_eq!(error_of(&body), "invalid_grant");
+    let events = fx.app.store().recent_audit(50).await.unwrap();
+    assert!(events.iter().any(|e| e.action == "oidc.token.revoke"));
+}
+
+#[tokio::test]
+async fn the_kubeconfig_is_served_only_when_a_cluster_is_configured() {
+    let app = TestApp::new().await;
+    let missing = app.send(get("/kubeconfig", None)).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+
+    let app = TestApp::with_args(&["--cluster-server", "https://k8s.example:6443"]).await;
+    let response = app.send(get("/kubeconfig", None)).await;
+    assert_eq!(response.status, StatusCode::OK);
+    assert!(
+        response
+            .header("content-type")
+            .unwrap()
+            .starts_with("application/yaml")
+    );
+    assert!(response.body.contains("server: https://k8s.example:6443"));
+    assert!(response.body.contains("command: banlieue"));
+    assert!(response.body.contains("http://127.0.0.1:3000"));
+}
