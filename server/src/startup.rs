@@ -51,6 +51,20 @@ pub async fn bootstrap_admin(accounts: &Accounts) -> Result<(), IdentityError> {
 /// Serves until SIGINT or SIGTERM, then finishes requests in flight and closes the
 /// database.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {} (BANLIEUE_LISTEN)", config.listen))?;
+    let shutdown = shutdown_signal().context("cannot install signal handlers")?;
+    serve_on(listener, config, shutdown).await
+}
+
+/// Serves on `listener` until `shutdown` completes: opens the database (creating the
+/// first admin on an empty one), prepares the issuer, and starts the background tasks.
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    config: Config,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let accounts = open_accounts(&config).await?;
     let store = accounts.store().clone();
     if store.user_count().await? == 0 {
@@ -65,11 +79,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let issuer = open_issuer(&config, accounts.clone()).await?;
     tokio::spawn(maintain_issuer(issuer.clone()));
     let leptos = leptos_options(&config);
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {} (BANLIEUE_LISTEN)", config.listen))?;
-    let shutdown = shutdown_signal().context("cannot install signal handlers")?;
-    tracing::info!(listen = %config.listen, external_url = %config.external_url, "serving");
+    tracing::info!(listen = %listener.local_addr()?, external_url = %config.external_url, "serving");
     let state = AppState {
         accounts,
         issuer,
