@@ -8,127 +8,11 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use banlieue_domain::{Password, RoleName, Roles, UserName};
-use banlieue_store::NewUser;
-use clap::Parser;
-use kube_emulator::auth::parse_authentication_configuration;
-use kube_emulator::{Emulator, EmulatorConfig};
-use time::OffsetDateTime;
+mod common;
+
+use common::{cluster_trusting, console, sign_in_as_alice};
 
 const BIN: &str = env!("CARGO_BIN_EXE_banlieue");
-const PASSWORD: &str = "correct horse battery";
-
-/// Starts the console on `listener` (its issuer URL being `issuer`) with alice (role
-/// `developer`) and a cluster entry pointing at `cluster`.
-async fn console(dir: &Path, cluster: &Emulator, listener: tokio::net::TcpListener, issuer: &str) {
-    let ca = dir.join("cluster-ca.pem");
-    std::fs::write(&ca, cluster.ca_pem().unwrap()).unwrap();
-    let database = format!("sqlite://{}/console.db", dir.display());
-    let server_url = cluster.base_url();
-    let args = [
-        "banlieue-console",
-        "--listen",
-        "127.0.0.1:0",
-        "--database-url",
-        &database,
-        "--external-url",
-        issuer,
-        "--cluster-server",
-        &server_url,
-        "--cluster-ca-file",
-        ca.to_str().unwrap(),
-    ];
-    let config = server::config::Cli::try_parse_from(args)
-        .unwrap()
-        .settings
-        .validate()
-        .unwrap();
-    let accounts = server::startup::open_accounts(&config).await.unwrap();
-    let phc = accounts
-        .hasher()
-        .hash(&Password::new_secret(PASSWORD).unwrap())
-        .await
-        .unwrap();
-    let alice = NewUser {
-        name: UserName::parse("alice").unwrap(),
-        display_name: "Alice".into(),
-        email: String::new(),
-        roles: Roles::new(vec![RoleName::parse("developer").unwrap()]).unwrap(),
-        must_change_password: false,
-    };
-    accounts
-        .store()
-        .create_user(&alice, &phc, OffsetDateTime::now_utc())
-        .await
-        .unwrap();
-    tokio::spawn(server::startup::serve_on(
-        listener,
-        config,
-        std::future::pending(),
-    ));
-}
-
-/// The Kubernetes emulator trusting the console at `issuer` as the API server would be
-/// configured (README, "Kubernetes API server configuration").
-async fn cluster_trusting(issuer: &str) -> Emulator {
-    let authentication = parse_authentication_configuration(&format!(
-        "apiVersion: apiserver.config.k8s.io/v1beta1
-kind: AuthenticationConfiguration
-jwt:
-- issuer:
-    url: {issuer}
-    audiences: [kubernetes]
-  claimMappings:
-    username:
-      claim: sub
-      prefix: 'console:'
-    groups:
-      claim: groups
-      prefix: 'console:'
-"
-    ))
-    .unwrap();
-    Emulator::start(EmulatorConfig {
-        authentication: Some(authentication),
-        ..EmulatorConfig::default()
-    })
-    .await
-    .unwrap()
-}
-
-/// What a person does in the browser: opens the printed URL, signs in on the card, and
-/// the browser follows the redirect to the CLI's loopback listener.
-async fn sign_in_as_alice(authorize_url: &str, issuer: &str) {
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let page = http.get(authorize_url).send().await.unwrap();
-    assert_eq!(page.status(), 200, "the sign-in card");
-    let mut fields: Vec<(String, String)> = url::Url::parse(authorize_url)
-        .unwrap()
-        .query_pairs()
-        .into_owned()
-        .collect();
-    fields.push(("user_name".into(), "alice".into()));
-    fields.push(("password".into(), PASSWORD.into()));
-    let body = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(&fields)
-        .finish();
-    let signed_in = http
-        .post(format!("{issuer}/oidc/authorize"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .header("origin", issuer)
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(signed_in.status(), 303);
-    let callback = signed_in.headers()["location"].to_str().unwrap().to_owned();
-    assert!(callback.starts_with("http://127.0.0.1:"), "{callback}");
-    let done = http.get(&callback).send().await.unwrap();
-    assert!(done.status().is_success(), "the CLI's callback page");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_runs_the_plugin_and_the_cluster_sees_alice() {
@@ -138,7 +22,7 @@ async fn kubectl_runs_the_plugin_and_the_cluster_sees_alice() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let issuer = format!("http://{}", listener.local_addr().unwrap());
     let cluster = cluster_trusting(&issuer).await;
-    console(dir.path(), &cluster, listener, &issuer).await;
+    let accounts = console(dir.path(), &cluster, listener, &issuer).await;
     let config_dir = dir.path().join("banlieue");
     let kubeconfig = dir.path().join("kubeconfig");
     let cli = |args: &[&str]| {
@@ -180,7 +64,9 @@ async fn kubectl_runs_the_plugin_and_the_cluster_sees_alice() {
         lines.join("\n")
     });
     let url = url_rx.await.expect("login prints the sign-in URL");
-    sign_in_as_alice(&url, &issuer).await;
+    let callback = sign_in_as_alice(&url, &issuer).await;
+    let done = reqwest::get(&callback).await.unwrap();
+    assert!(done.status().is_success(), "the CLI's callback page");
     let status = tokio::task::spawn_blocking(move || login.wait())
         .await
         .unwrap()
@@ -225,5 +111,17 @@ async fn kubectl_runs_the_plugin_and_the_cluster_sees_alice() {
         .filter_map(|g| g.as_str())
         .collect();
     assert!(groups.contains(&"console:developer"), "{groups:?}");
+
+    let logout = cli(&["auth", "logout", "--issuer", &issuer])
+        .output()
+        .unwrap();
+    assert!(logout.status.success(), "{logout:?}");
+    let events = accounts.store().recent_audit(20).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.action == "oidc.token.revoke" && e.actor == "alice"),
+        "logout revoked the refresh token at the issuer"
+    );
     cluster.shutdown().await;
 }

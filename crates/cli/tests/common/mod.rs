@@ -1,0 +1,133 @@
+//! The console's issuer and the Kubernetes emulator on loopback, and the browser step of
+//! a sign-in, shared by the end-to-end tests.
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::path::Path;
+use std::sync::Arc;
+
+use banlieue_domain::{Password, RoleName, Roles, UserName};
+use banlieue_identity::Accounts;
+use banlieue_store::NewUser;
+use clap::Parser;
+use kube_emulator::auth::parse_authentication_configuration;
+use kube_emulator::{Emulator, EmulatorConfig};
+use time::OffsetDateTime;
+
+pub const PASSWORD: &str = "correct horse battery";
+
+/// Starts the console on `listener` (its issuer URL being `issuer`) with alice (role
+/// `developer`) and a cluster entry pointing at `cluster`.
+pub async fn console(
+    dir: &Path,
+    cluster: &Emulator,
+    listener: tokio::net::TcpListener,
+    issuer: &str,
+) -> Arc<Accounts> {
+    let ca = dir.join("cluster-ca.pem");
+    std::fs::write(&ca, cluster.ca_pem().unwrap()).unwrap();
+    let database = format!("sqlite://{}/console.db", dir.display());
+    let server_url = cluster.base_url();
+    let args = [
+        "banlieue-console",
+        "--listen",
+        "127.0.0.1:0",
+        "--database-url",
+        &database,
+        "--external-url",
+        issuer,
+        "--cluster-server",
+        &server_url,
+        "--cluster-ca-file",
+        ca.to_str().unwrap(),
+    ];
+    let config = server::config::Cli::try_parse_from(args)
+        .unwrap()
+        .settings
+        .validate()
+        .unwrap();
+    let accounts = server::startup::open_accounts(&config).await.unwrap();
+    let phc = accounts
+        .hasher()
+        .hash(&Password::new_secret(PASSWORD).unwrap())
+        .await
+        .unwrap();
+    let alice = NewUser {
+        name: UserName::parse("alice").unwrap(),
+        display_name: "Alice".into(),
+        email: String::new(),
+        roles: Roles::new(vec![RoleName::parse("developer").unwrap()]).unwrap(),
+        must_change_password: false,
+    };
+    accounts
+        .store()
+        .create_user(&alice, &phc, OffsetDateTime::now_utc())
+        .await
+        .unwrap();
+    tokio::spawn(server::startup::serve_on(
+        listener,
+        config,
+        std::future::pending(),
+    ));
+    accounts
+}
+
+/// The Kubernetes emulator trusting the console at `issuer` as the API server would be
+/// configured (README, "Kubernetes API server configuration").
+pub async fn cluster_trusting(issuer: &str) -> Emulator {
+    let authentication = parse_authentication_configuration(&format!(
+        "apiVersion: apiserver.config.k8s.io/v1beta1
+kind: AuthenticationConfiguration
+jwt:
+- issuer:
+    url: {issuer}
+    audiences: [kubernetes]
+  claimMappings:
+    username:
+      claim: sub
+      prefix: 'console:'
+    groups:
+      claim: groups
+      prefix: 'console:'
+"
+    ))
+    .unwrap();
+    Emulator::start(EmulatorConfig {
+        authentication: Some(authentication),
+        ..EmulatorConfig::default()
+    })
+    .await
+    .unwrap()
+}
+
+/// What a person does in the browser: opens the authorization URL and signs in on the
+/// card. Returns where the browser is sent next (the client's redirect URI with the code).
+pub async fn sign_in_as_alice(authorize_url: &str, issuer: &str) -> String {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let page = http.get(authorize_url).send().await.unwrap();
+    assert_eq!(page.status(), 200, "the sign-in card");
+    let mut fields: Vec<(String, String)> = url::Url::parse(authorize_url)
+        .unwrap()
+        .query_pairs()
+        .into_owned()
+        .collect();
+    fields.push(("user_name".into(), "alice".into()));
+    fields.push(("password".into(), PASSWORD.into()));
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(&fields)
+        .finish();
+    let signed_in = http
+        .post(format!("{issuer}/oidc/authorize"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("origin", issuer)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_in.status(), 303);
+    let callback = signed_in.headers()["location"].to_str().unwrap().to_owned();
+    assert!(callback.starts_with("http://127.0.0.1:"), "{callback}");
+    callback
+}
