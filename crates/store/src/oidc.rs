@@ -128,7 +128,7 @@ impl Store {
                 sqlx::query_scalar("SELECT MAX(created_ms) FROM oidc_signing_keys")
                     .fetch_one(&mut *tx)
                     .await?;
-            if newest.is_some_and(|ms| ms >= to_millis(newest_before)) {
+            if newest.is_some_and(|ms| ms > to_millis(newest_before)) {
                 return Ok(false);
             }
             insert_key(&mut *tx, key).await?;

@@ -520,3 +520,113 @@ async fn audit_events_are_filtered(store: Store) {
     assert_eq!(paged.events[0].action, "user.create");
 }
 on_both_backends!(audit_events_are_filtered_works, audit_events_are_filtered);
+
+async fn oidc_codes_and_refresh_tokens(store: Store) {
+    use banlieue_store::{AuthorizationCodeRecord, CodeRedemption, RefreshFamilyRecord};
+    let now = OffsetDateTime::now_utc();
+    let user = store
+        .create_user(&new_user("olivia", &["developer"]), "phc", now)
+        .await
+        .unwrap();
+    let code = AuthorizationCodeRecord {
+        code_hash: "c1".into(),
+        client_id: "banlieue-cli".into(),
+        redirect_uri: "http://127.0.0.1:1/callback".into(),
+        code_challenge: "x".repeat(43),
+        nonce: Some("n".into()),
+        audience: "kubernetes".into(),
+        scope: "openid offline_access".into(),
+        user_id: user.id,
+        auth_time: now,
+        expires_at: now + Duration::seconds(60),
+    };
+    store.insert_authorization_code(&code).await.unwrap();
+    // Two concurrent redemptions: exactly one is fresh.
+    let (a, b) = tokio::join!(
+        store.redeem_authorization_code("c1", now),
+        store.redeem_authorization_code("c1", now)
+    );
+    let fresh = [a.unwrap(), b.unwrap()]
+        .into_iter()
+        .filter(|r| matches!(r, CodeRedemption::Fresh(_)))
+        .count();
+    assert_eq!(fresh, 1);
+    assert_eq!(
+        store.redeem_authorization_code("nope", now).await.unwrap(),
+        CodeRedemption::Unknown
+    );
+
+    let family = RefreshFamilyRecord {
+        id: "f1".into(),
+        user_id: user.id,
+        client_id: "banlieue-cli".into(),
+        audience: "kubernetes".into(),
+        scope: "openid offline_access".into(),
+        secret: vec![7; 32],
+        auth_time: now,
+        created_at: now,
+        expires_at: now + Duration::hours(12),
+        revoked_at: None,
+    };
+    store
+        .create_refresh_family(&family, "t1", Some("c1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.redeem_authorization_code("c1", now).await.unwrap(),
+        CodeRedemption::Replayed {
+            family_id: Some("f1".into())
+        }
+    );
+    let first = store.refresh_token("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (&first.family.id, &first.family.secret, &first.family.scope),
+        (&family.id, &family.secret, &family.scope)
+    );
+    assert_eq!(first.retired_at, None);
+    // Concurrent rotations of the same token: one wins.
+    let (a, b) = tokio::join!(
+        store.rotate_refresh_token("t1", "t2", now),
+        store.rotate_refresh_token("t1", "t2-other", now)
+    );
+    assert_eq!([a.unwrap(), b.unwrap()].iter().filter(|w| **w).count(), 1);
+    let retired = store.refresh_token("t1").await.unwrap().unwrap();
+    assert!(retired.retired_at.is_some());
+    assert!(retired.successor_is_current);
+    let successor = if store.refresh_token("t2").await.unwrap().is_some() {
+        "t2"
+    } else {
+        "t2-other"
+    };
+    assert!(
+        store
+            .rotate_refresh_token(successor, "t3", now)
+            .await
+            .unwrap()
+    );
+    let retired = store.refresh_token("t1").await.unwrap().unwrap();
+    assert!(
+        !retired.successor_is_current,
+        "t1 is no longer the previous token"
+    );
+
+    assert!(store.revoke_refresh_family("f1", now).await.unwrap());
+    assert!(!store.revoke_refresh_family("f1", now).await.unwrap());
+    let revoked = store.refresh_token("t3").await.unwrap().unwrap();
+    assert!(revoked.family.revoked_at.is_some());
+
+    let pruned = store
+        .prune_oidc_grants(now + Duration::days(1), now + Duration::days(1))
+        .await
+        .unwrap();
+    assert_eq!(pruned, 2, "the code and the revoked family");
+    assert_eq!(
+        store.refresh_token("t3").await.unwrap(),
+        None,
+        "tokens go with their family"
+    );
+}
+on_both_backends!(
+    oidc_codes_and_refresh_tokens_works,
+    oidc_codes_and_refresh_tokens
+);

@@ -262,6 +262,76 @@ mod tests {
         );
     }
 
+    fn kids(jwks: &serde_json::Value) -> Vec<String> {
+        jwks["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kid"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn keys_are_published_before_they_sign_and_withdrawn_after_their_tokens_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&format!("sqlite://{}/keys.db", dir.path().display()))
+            .await
+            .unwrap();
+        let policy = KeyPolicy::default();
+        let keys = SigningKeys::new(store, policy);
+        let t0 = OffsetDateTime::now_utc();
+        assert!(matches!(
+            keys.signing_key(t0).await,
+            Err(KeyError::NoActiveKey)
+        ));
+
+        keys.maintain(t0).await.unwrap();
+        let (first, _) = keys.signing_key(t0).await.unwrap();
+        assert_eq!(kids(&keys.jwks(t0).await.unwrap()), [first.clone()]);
+        keys.maintain(t0).await.unwrap();
+        assert_eq!(
+            kids(&keys.jwks(t0).await.unwrap()).len(),
+            1,
+            "maintain is idempotent"
+        );
+
+        let t1 = t0 + Duration::from_secs(3600);
+        let second = keys.rotate(t1).await.unwrap();
+        assert_eq!(
+            kids(&keys.jwks(t1).await.unwrap()),
+            [first.clone(), second.clone()]
+        );
+        assert_eq!(
+            keys.signing_key(t1).await.unwrap().0,
+            first,
+            "published, not yet signing"
+        );
+
+        let active = t1 + policy.activation_delay;
+        assert_eq!(keys.signing_key(active).await.unwrap().0, second);
+        let still = active + policy.retention - Duration::from_secs(1);
+        keys.maintain(still).await.unwrap();
+        assert_eq!(
+            kids(&keys.jwks(still).await.unwrap()).len(),
+            2,
+            "old tokens still verify"
+        );
+
+        let gone = active + policy.retention + Duration::from_secs(1);
+        keys.maintain(gone).await.unwrap();
+        assert_eq!(kids(&keys.jwks(gone).await.unwrap()), [second.clone()]);
+
+        let due = t1 + policy.rotation_period;
+        keys.maintain(due).await.unwrap();
+        let published = kids(&keys.jwks(due).await.unwrap());
+        assert_eq!(
+            published.len(),
+            2,
+            "rotation publishes a successor when due"
+        );
+        assert_eq!(keys.signing_key(due).await.unwrap().0, second);
+    }
+
     #[tokio::test]
     async fn generated_keys_are_rsa_3072_and_sign_rs256() {
         let now = OffsetDateTime::now_utc();
