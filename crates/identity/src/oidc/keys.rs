@@ -287,7 +287,7 @@ mod tests {
 
         keys.maintain(t0).await.unwrap();
         let (first, _) = keys.signing_key(t0).await.unwrap();
-        assert_eq!(kids(&keys.jwks(t0).await.unwrap()), [first.clone()]);
+        assert_eq!(kids(&keys.jwks(t0).await.unwrap()), vec![first.clone()]);
         keys.maintain(t0).await.unwrap();
         assert_eq!(
             kids(&keys.jwks(t0).await.unwrap()).len(),
@@ -319,7 +319,7 @@ mod tests {
 
         let gone = active + policy.retention + Duration::from_secs(1);
         keys.maintain(gone).await.unwrap();
-        assert_eq!(kids(&keys.jwks(gone).await.unwrap()), [second.clone()]);
+        assert_eq!(kids(&keys.jwks(gone).await.unwrap()), vec![second.clone()]);
 
         let due = t1 + policy.rotation_period;
         keys.maintain(due).await.unwrap();
