@@ -22,6 +22,8 @@ export default async function globalSetup(): Promise<() => Promise<void>> {
         PATH: process.env.PATH,
         BANLIEUE_LISTEN: `127.0.0.1:${server.port}`,
         BANLIEUE_DATABASE_URL: `sqlite://${dir}/console.db`,
+        // Only written into downloaded kubeconfigs; nothing listens there.
+        BANLIEUE_CLUSTER_SERVER: 'https://127.0.0.1:6443',
         LEPTOS_SITE_ROOT: siteRoot,
         RUST_LOG: 'warn',
       },

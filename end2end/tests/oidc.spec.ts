@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import * as oidc from 'openid-client';
 import { test, expect, open, signIn, NEW_ADMIN_PASSWORD } from './fixtures';
 
@@ -120,4 +121,19 @@ test('the confirmation speaks Japanese', async ({ browser }, info) => {
   await open(page, authorize.href, js);
   await expect(page.getByRole('heading', { name: 'サインインしてコマンドラインツールに進みます' })).toBeVisible();
   await context.close();
+});
+
+test('My account offers a kubeconfig without any secret', async ({ page }, info) => {
+  const js = info.project.use.javaScriptEnabled !== false;
+  await open(page, '/sign-in', js);
+  await signIn(page, 'admin', NEW_ADMIN_PASSWORD);
+  await page.getByRole('link', { name: 'My account' }).click();
+  const download = page.waitForEvent('download');
+  await page.getByTestId('download-kubeconfig').click();
+  const file = await (await download).path();
+  const text = fs.readFileSync(file, 'utf8');
+  expect(text).toContain('server: https://127.0.0.1:6443');
+  expect(text).toContain('command: banlieue');
+  expect(text).toContain(`- ${info.project.use.baseURL}`);
+  expect(text).not.toMatch(/token:|password/);
 });
