@@ -1,7 +1,8 @@
 use leptos::prelude::*;
 
 use super::users::SECONDARY_BUTTON;
-use super::{CARD_CLASS, INPUT_CLASS};
+use super::CARD_CLASS;
+use super::sign_in::CredentialFields;
 use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton};
 use crate::{AuthorizeClient, PageData, page_state, paths};
 
@@ -78,28 +79,7 @@ pub fn Authorize() -> impl IntoView {
                 >
                     {hidden}
                     {error.map(|error| view! { <ErrorAlert error /> })}
-                    <label class="block text-sm font-medium">
-                        {locale.t("sign-in-user-name")}
-                        <input
-                            class=INPUT_CLASS
-                            type="text"
-                            name="user_name"
-                            value=user_name
-                            autocomplete="username"
-                            autocapitalize="none"
-                            spellcheck="false"
-                            required
-                        />
-                    </label>
-                    <label class="block text-sm font-medium">
-                        {locale.t("sign-in-password")}
-                        <input
-                            class=INPUT_CLASS
-                            type="password"
-                            name="password"
-                            autocomplete="current-password"
-                        />
-                    </label>
+                    <CredentialFields user_name />
                     <SubmitButton
                         label=locale.t("sign-in-submit")
                         pending_label=locale.t("sign-in-submitting")

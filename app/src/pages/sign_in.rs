@@ -16,7 +16,6 @@ pub fn SignIn() -> impl IntoView {
         .map(|f| f.value("user_name"))
         .unwrap_or_default();
     let error = state.feedback.map(|f| f.error);
-    let focus_password = !user_name.is_empty();
     let pending = RwSignal::new(false);
     view! {
         <main class="flex min-h-screen flex-col items-center justify-center gap-6 px-4">
@@ -35,30 +34,7 @@ pub fn SignIn() -> impl IntoView {
                     on:submit=move |_| pending.set(true)
                 >
                     {error.map(|error| view! { <ErrorAlert error /> })}
-                    <label class="block text-sm font-medium">
-                        {locale.t("sign-in-user-name")}
-                        <input
-                            class=INPUT_CLASS
-                            type="text"
-                            name="user_name"
-                            value=user_name
-                            autocomplete="username"
-                            autocapitalize="none"
-                            spellcheck="false"
-                            required
-                            autofocus=!focus_password
-                        />
-                    </label>
-                    <label class="block text-sm font-medium">
-                        {locale.t("sign-in-password")}
-                        <input
-                            class=INPUT_CLASS
-                            type="password"
-                            name="password"
-                            autocomplete="current-password"
-                            autofocus=focus_password
-                        />
-                    </label>
+                    <CredentialFields user_name />
                     <SubmitButton
                         label=locale.t("sign-in-submit")
                         pending_label=locale.t("sign-in-submitting")
@@ -68,5 +44,39 @@ pub fn SignIn() -> impl IntoView {
             </section>
             <LanguageSwitch />
         </main>
+    }
+}
+
+/// The user name and password inputs of a sign-in form; the password gets the focus when
+/// a user name is already typed, else the user name.
+#[component]
+pub(crate) fn CredentialFields(user_name: String) -> impl IntoView {
+    let locale = page_state().locale;
+    let focus_password = !user_name.is_empty();
+    view! {
+        <label class="block text-sm font-medium">
+            {locale.t("sign-in-user-name")}
+            <input
+                class=INPUT_CLASS
+                type="text"
+                name="user_name"
+                value=user_name
+                autocomplete="username"
+                autocapitalize="none"
+                spellcheck="false"
+                required
+                autofocus=!focus_password
+            />
+        </label>
+        <label class="block text-sm font-medium">
+            {locale.t("sign-in-password")}
+            <input
+                class=INPUT_CLASS
+                type="password"
+                name="password"
+                autocomplete="current-password"
+                autofocus=focus_password
+            />
+        </label>
     }
 }
