@@ -22,6 +22,7 @@
 
 pub mod admission;
 pub mod api;
+pub mod apply;
 pub mod auth;
 pub mod protobuf;
 pub mod rbac;

@@ -166,6 +166,21 @@ fn parse_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
     }
 }
 
+/// The `fieldManager` parameter, else the `User-Agent` up to its first `/` (at most 128
+/// characters), as the real server names the manager of a write
+/// (`k8s.io/apiserver/pkg/endpoints/handlers/rest.go`, `prefixFromUserAgent`).
+fn field_manager(q: &Query, headers: &HeaderMap) -> String {
+    if let Some(m) = q.get("fieldManager") {
+        return m.clone();
+    }
+    headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ua| ua.split('/').next())
+        .map(|m| m.chars().take(128).collect())
+        .unwrap_or_default()
+}
+
 fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
     for w in warnings {
         if let Ok(v) = http::HeaderValue::from_str(&format!("299 - \"{}\"", w.replace('"', "'"))) {
@@ -381,7 +396,7 @@ async fn dispatch(
         dry_run,
         field_validation,
         warnings: Vec::new(),
-        field_manager: q.get("fieldManager").cloned().unwrap_or_default(),
+        field_manager: field_manager(&q, headers),
         force: truthy(&q, "force"),
     };
     let as_table = wants_table(headers);
