@@ -38,7 +38,9 @@ pub struct Ctx<'a> {
     pub field_validation: FieldValidation,
     /// Warnings collected for the `Warning` header.
     pub warnings: Vec<String>,
-    /// `fieldManager` (server-side apply).
+    /// The field manager of the write: the `fieldManager` parameter, else (for non-apply
+    /// writes) the `User-Agent` up to its first `/`, as the real server derives it. Empty
+    /// for internal writes, which then record no `managedFields` entry.
     pub field_manager: String,
     /// `force=true` (server-side apply takes conflicting fields).
     pub force: bool,
@@ -416,8 +418,21 @@ pub fn create(
     store: &mut Store,
     def: &ResourceDef,
     ns: &str,
+    body: Value,
+    ctx: &mut Ctx,
+) -> ApiResult<Value> {
+    create_inner(store, def, ns, body, ctx, false)
+}
+
+/// [`create`]; `applied` when the body comes from a server-side apply (its
+/// `managedFields` are already set).
+fn create_inner(
+    store: &mut Store,
+    def: &ResourceDef,
+    ns: &str,
     mut body: Value,
     ctx: &mut Ctx,
+    applied: bool,
 ) -> ApiResult<Value> {
     check_type(def, &mut body)?;
     if def.namespaced {
@@ -497,6 +512,18 @@ pub fn create(
         validate_custom(def, &mut body, None, ctx)?;
     }
     builtin_fixups(def, &mut body, true)?;
+    if !applied {
+        if let Some(m) = body["metadata"].as_object_mut()
+            && m.get("managedFields")
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.is_empty())
+        {
+            m.remove("managedFields");
+        }
+        if !ctx.field_manager.is_empty() {
+            crate::apply::track_update(def, "", None, &mut body, &ctx.field_manager);
+        }
+    }
     if def.group == "rbac.authorization.k8s.io" {
         crate::rbac::check_escalation(store, ctx.user, &def.plural, store_ns, &body)
             .map_err(ApiError::forbidden)?;
@@ -532,8 +559,24 @@ pub fn update(
     ns: &str,
     name: &str,
     subresource: &str,
+    body: Value,
+    ctx: &mut Ctx,
+) -> ApiResult<Value> {
+    update_inner(store, def, ns, name, subresource, body, ctx, false)
+}
+
+/// [`update`]; `applied` when the body comes from a server-side apply (its
+/// `managedFields` are already computed).
+#[allow(clippy::too_many_arguments)]
+fn update_inner(
+    store: &mut Store,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    subresource: &str,
     mut body: Value,
     ctx: &mut Ctx,
+    applied: bool,
 ) -> ApiResult<Value> {
     let store_ns = if def.namespaced { ns } else { "" };
     let old = store
@@ -571,6 +614,11 @@ pub fn update(
             ),
         ));
     }
+    // `managedFields` sent with a write replace the stored ones (an empty list keeps them).
+    let sent_managed = body
+        .pointer("/metadata/managedFields")
+        .filter(|m| m.as_array().is_none_or(|a| !a.is_empty()))
+        .cloned();
     let mut new = if subresource == "status" {
         let mut n = old.clone();
         match body.get("status") {
@@ -617,10 +665,13 @@ pub fn update(
             }
         }
         m.remove("resourceVersion");
-        if !m.contains_key("managedFields")
-            && let Some(mf) = old["metadata"].get("managedFields")
-        {
-            m.insert("managedFields".into(), mf.clone());
+        match sent_managed.or_else(|| old["metadata"].get("managedFields").cloned()) {
+            Some(mf) => {
+                m.insert("managedFields".into(), mf);
+            }
+            None => {
+                m.remove("managedFields");
+            }
         }
     }
     if def.plural == "namespaces" && def.group.is_empty() {
@@ -673,6 +724,9 @@ pub fn update(
                 field: "roleRef".into(),
             }],
         ));
+    }
+    if !applied && !ctx.field_manager.is_empty() {
+        crate::apply::track_update(def, subresource, Some(&old), &mut new, &ctx.field_manager);
     }
     if def.has_generation
         && without_meta_status(&old, def.status_subresource)
@@ -885,9 +939,8 @@ pub fn patch(
                 body["metadata"]["name"] = json!(name);
             }
             strip_directives(&mut body);
-            let set = applied_fields(&body);
-            set_managed(&mut body, &ctx.field_manager, &def.api_version(), &set);
-            return create(store, def, ns, body, ctx);
+            crate::apply::apply_new(def, &mut body, &ctx.field_manager);
+            return create_inner(store, def, ns, body, ctx, true);
         }
         return Err(ApiError::not_found(&def.group, &def.plural, name));
     };
@@ -915,7 +968,14 @@ pub fn patch(
         PatchType::Strategic => strategic_merge(&mut doc, &body, ""),
         PatchType::Apply => {
             strip_directives(&mut body);
-            server_side_apply(def, &mut doc, &body, ctx)?;
+            crate::apply::apply(
+                def,
+                subresource,
+                &mut doc,
+                &body,
+                &ctx.field_manager,
+                ctx.force,
+            )?;
         }
     }
     // A resourceVersion that the patch did not set is not a precondition.
@@ -928,240 +988,16 @@ pub fn patch(
     if !patch_sets_rv && let Some(m) = doc["metadata"].as_object_mut() {
         m.remove("resourceVersion");
     }
-    update(store, def, ns, name, subresource, doc, ctx)
-}
-
-type FieldPath = Vec<String>;
-
-/// The leaf fields of an applied configuration (lists are atomic), without the identity
-/// fields that are never owned.
-fn applied_fields(config: &Value) -> Vec<FieldPath> {
-    fn walk(v: &Value, path: &mut FieldPath, out: &mut Vec<FieldPath>) {
-        match v {
-            Value::Object(m) if !m.is_empty() => {
-                for (k, x) in m {
-                    path.push(k.clone());
-                    walk(x, path, out);
-                    path.pop();
-                }
-            }
-            _ => out.push(path.clone()),
-        }
-    }
-    let mut out = Vec::new();
-    walk(config, &mut Vec::new(), &mut out);
-    out.retain(|p| {
-        let s: Vec<&str> = p.iter().map(String::as_str).collect();
-        !matches!(
-            s.as_slice(),
-            ["apiVersion"]
-                | ["kind"]
-                | [
-                    "metadata",
-                    "name"
-                        | "namespace"
-                        | "resourceVersion"
-                        | "uid"
-                        | "managedFields"
-                        | "creationTimestamp"
-                        | "generation",
-                    ..
-                ]
-        )
-    });
-    out
-}
-
-fn value_at<'v>(v: &'v Value, path: &[String]) -> Option<&'v Value> {
-    path.iter().try_fold(v, |cur, k| cur.get(k))
-}
-
-fn remove_at(v: &mut Value, path: &[String]) {
-    let Some((last, parents)) = path.split_last() else {
-        return;
-    };
-    let mut cur = v;
-    for k in parents {
-        match cur.get_mut(k) {
-            Some(next) => cur = next,
-            None => return,
-        }
-    }
-    if let Some(m) = cur.as_object_mut() {
-        m.remove(last);
-    }
-}
-
-/// `fieldsV1` encoding of a set of leaf paths (`{"f:spec":{"f:x":{}}}`).
-fn fields_v1(set: &[FieldPath]) -> Value {
-    let mut root = json!({});
-    for p in set {
-        let mut cur = &mut root;
-        for k in p {
-            cur = cur
-                .as_object_mut()
-                .expect("object")
-                .entry(format!("f:{k}"))
-                .or_insert_with(|| json!({}));
-        }
-    }
-    root
-}
-
-fn parse_fields_v1(v: &Value) -> Vec<FieldPath> {
-    fn walk(v: &Value, path: &mut FieldPath, out: &mut Vec<FieldPath>) {
-        let Some(m) = v.as_object() else { return };
-        let children: Vec<(&String, &Value)> =
-            m.iter().filter(|(k, _)| k.starts_with("f:")).collect();
-        if children.is_empty() && !path.is_empty() {
-            out.push(path.clone());
-        }
-        for (k, x) in children {
-            path.push(k[2..].to_string());
-            walk(x, path, out);
-            path.pop();
-        }
-    }
-    let mut out = Vec::new();
-    walk(v, &mut Vec::new(), &mut out);
-    out
-}
-
-/// The `Apply` entries of `metadata.managedFields`: `(manager, owned leaf paths)`.
-fn apply_managers(obj: &Value) -> Vec<(String, Vec<FieldPath>)> {
-    obj.pointer("/metadata/managedFields")
-        .and_then(Value::as_array)
-        .map(|entries| {
-            entries
-                .iter()
-                .filter(|e| e["operation"] == "Apply")
-                .map(|e| {
-                    (
-                        e["manager"].as_str().unwrap_or_default().to_string(),
-                        parse_fields_v1(&e["fieldsV1"]),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Replaces (or drops, for an empty set) one manager's `Apply` entry in `managedFields`.
-fn set_managed(obj: &mut Value, manager: &str, api_version: &str, set: &[FieldPath]) {
-    let entries = obj["metadata"]
-        .as_object_mut()
-        .map(|m| m.entry("managedFields").or_insert_with(|| json!([])))
-        .and_then(Value::as_array_mut);
-    let Some(entries) = entries else { return };
-    let fields = fields_v1(set);
-    let existing = entries
-        .iter()
-        .position(|e| e["manager"] == manager && e["operation"] == "Apply");
-    match (existing, set.is_empty()) {
-        (Some(i), true) => {
-            entries.remove(i);
-        }
-        (Some(i), false) => {
-            if entries[i]["fieldsV1"] != fields {
-                entries[i]["fieldsV1"] = fields;
-                entries[i]["time"] = json!(now());
-            }
-        }
-        (None, false) => entries.push(json!({
-            "manager": manager,
-            "operation": "Apply",
-            "apiVersion": api_version,
-            "time": now(),
-            "fieldsType": "FieldsV1",
-            "fieldsV1": fields,
-        })),
-        (None, true) => {}
-    }
-    if entries.is_empty()
-        && let Some(m) = obj["metadata"].as_object_mut()
-    {
-        m.remove("managedFields");
-    }
-}
-
-fn dotted(p: &FieldPath) -> String {
-    p.iter().map(|k| format!(".{k}")).collect()
-}
-
-/// Server-side apply of `config` by `ctx.field_manager`, tracking the fields each apply
-/// manager owns (<https://kubernetes.io/docs/reference/using-api/server-side-apply/>):
-/// another apply manager's field with a different value is a conflict (409) unless
-/// `force`; fields this manager applied before and no longer applies are removed when no
-/// other manager owns them. Maps merge, lists are atomic. Ownership by non-apply
-/// updates is not tracked.
-fn server_side_apply(
-    def: &ResourceDef,
-    doc: &mut Value,
-    config: &Value,
-    ctx: &Ctx,
-) -> ApiResult<()> {
-    let me = ctx.field_manager.as_str();
-    let new_set = applied_fields(config);
-    let mut managers = apply_managers(doc);
-    let mut conflicts: Vec<(String, FieldPath)> = Vec::new();
-    for (other, set) in managers.iter().filter(|(m, _)| m != me) {
-        for p in set.iter().filter(|p| new_set.contains(p)) {
-            if value_at(doc, p) != value_at(config, p) {
-                conflicts.push((other.clone(), p.clone()));
-            }
-        }
-    }
-    if !conflicts.is_empty() && !ctx.force {
-        let n = conflicts.len();
-        let lines: Vec<String> = conflicts
-            .iter()
-            .map(|(m, p)| format!("conflict with \"{m}\": {}", dotted(p)))
-            .collect();
-        let mut err = ApiError::custom(
-            409,
-            "Conflict",
-            format!(
-                "Apply failed with {n} conflict{}: {}",
-                if n == 1 { "" } else { "s" },
-                lines.join("\n")
-            ),
-        );
-        err.causes = conflicts
-            .iter()
-            .map(|(m, p)| Cause {
-                reason: "FieldManagerConflict".into(),
-                message: format!("conflict with \"{m}\""),
-                field: dotted(p),
-            })
-            .collect();
-        return Err(err);
-    }
-    for (other, set) in managers.iter_mut().filter(|(m, _)| m != me) {
-        set.retain(|p| !conflicts.iter().any(|(m, c)| m == other && c == p));
-    }
-    let previous: Vec<FieldPath> = managers
-        .iter()
-        .find(|(m, _)| m == me)
-        .map(|(_, s)| s.clone())
-        .unwrap_or_default();
-    for p in previous.iter().filter(|p| !new_set.contains(p)) {
-        let owned_elsewhere = managers
-            .iter()
-            .filter(|(m, _)| m != me)
-            .any(|(_, s)| s.iter().any(|q| q.starts_with(p) || p.starts_with(q)));
-        if !owned_elsewhere {
-            remove_at(doc, p);
-        }
-    }
-    json_patch::merge(doc, config);
-    let api_version = def.api_version();
-    for (other, set) in &managers {
-        if other != me {
-            set_managed(doc, other, &api_version, set);
-        }
-    }
-    set_managed(doc, me, &api_version, &new_set);
-    Ok(())
+    update_inner(
+        store,
+        def,
+        ns,
+        name,
+        subresource,
+        doc,
+        ctx,
+        kind == PatchType::Apply,
+    )
 }
 
 fn owner_uids(o: &Value) -> Vec<String> {

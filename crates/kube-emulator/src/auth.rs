@@ -167,6 +167,107 @@ pub fn parse_authentication_configuration(
     Ok(cfg)
 }
 
+/// Validates an `AuthenticationConfiguration` as kube-apiserver does when it loads one
+/// (`k8s.io/kubernetes/pkg/apis/apiserver/validation`, `ValidateAuthenticationConfiguration`):
+/// every `jwt[].issuer.url` and `discoveryURL` must be an `https` URL without user
+/// information, query or fragment, issuer URLs must be unique, `audiences` must not be
+/// empty, and `claimMappings.username.claim` must be set.
+///
+/// `allow_insecure_loopback_issuers` is an emulator-only relaxation (the real server has
+/// none): it also accepts `http` URLs whose host is a loopback address (`127.0.0.0/8`,
+/// `::1`) or `localhost`, because test suites run their OIDC issuer over plain HTTP on
+/// loopback. `http` on any other host is still refused.
+///
+/// Errors: one line per problem, in the real server's `field.Error` form, e.g.
+/// `jwt[0].issuer.url: Invalid value: "http://idp.example": URL scheme must be https`.
+pub fn validate_authentication_configuration(
+    cfg: &AuthenticationConfiguration,
+    allow_insecure_loopback_issuers: bool,
+) -> Result<(), String> {
+    let mut errors = Vec::new();
+    let mut issuers: Vec<&str> = Vec::new();
+    for (i, j) in cfg.jwt.iter().enumerate() {
+        let field = format!("jwt[{i}].issuer");
+        let url = j.issuer.url.as_str();
+        if url.is_empty() {
+            errors.push(format!(
+                "{field}.url: Required value: reference to OIDC issuer URL"
+            ));
+        } else {
+            validate_url(
+                &format!("{field}.url"),
+                url,
+                allow_insecure_loopback_issuers,
+                &mut errors,
+            );
+            if issuers.contains(&url) {
+                errors.push(format!("{field}.url: Duplicate value: \"{url}\""));
+            }
+            issuers.push(url);
+        }
+        if let Some(discovery) = &j.issuer.discovery_url {
+            validate_url(
+                &format!("{field}.discoveryURL"),
+                discovery,
+                allow_insecure_loopback_issuers,
+                &mut errors,
+            );
+            if discovery.trim_end_matches('/') == url.trim_end_matches('/') {
+                errors.push(format!(
+                    "{field}.discoveryURL: Invalid value: \"{discovery}\": discoveryURL must be different from URL"
+                ));
+            }
+        }
+        if j.issuer.audiences.iter().all(String::is_empty) {
+            errors.push(format!(
+                "{field}.audiences: Required value: at least one {field}.audiences is required"
+            ));
+        }
+        if j.claim_mappings.username.claim.is_empty() {
+            errors.push(format!(
+                "jwt[{i}].claimMappings.username: Required value: claim or expression is required"
+            ));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("\n"))
+    }
+}
+
+fn validate_url(field: &str, value: &str, allow_loopback_http: bool, errors: &mut Vec<String>) {
+    let mut invalid =
+        |why: &str| errors.push(format!("{field}: Invalid value: \"{value}\": {why}"));
+    let url = match url::Url::parse(value) {
+        Ok(u) => u,
+        Err(e) => return invalid(&e.to_string()),
+    };
+    let loopback = match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        None => false,
+    };
+    match url.scheme() {
+        "https" => {}
+        "http" if allow_loopback_http && loopback => {}
+        "http" if allow_loopback_http => invalid(
+            "URL scheme must be https (plain http is allowed by allow_insecure_loopback_issuers only for loopback hosts)",
+        ),
+        _ => invalid("URL scheme must be https"),
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        invalid("URL must not contain a username or password");
+    }
+    if url.query().is_some() {
+        invalid("URL must not contain a query");
+    }
+    if url.fragment().is_some() {
+        invalid("URL must not contain a fragment");
+    }
+}
+
 /// Verifies tokens of one issuer, fetching discovery and JWKS on demand.
 pub struct JwtAuthenticator {
     cfg: JwtAuthenticatorConfig,
@@ -463,5 +564,64 @@ mod tests {
             Some("console:")
         );
         assert!(parse_authentication_configuration("kind: Other\n").is_err());
+    }
+
+    fn with_issuer(url: &str) -> AuthenticationConfiguration {
+        parse_authentication_configuration(&format!(
+            "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n    url: {url}\n    audiences: [kubernetes]\n  claimMappings:\n    username: {{claim: sub}}\n"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn issuer_urls_must_be_https_unless_loopback_http_is_allowed() {
+        assert!(
+            validate_authentication_configuration(&with_issuer("https://idp.example"), false)
+                .is_ok()
+        );
+        let err =
+            validate_authentication_configuration(&with_issuer("http://127.0.0.1:5556"), false)
+                .unwrap_err();
+        assert_eq!(
+            err,
+            "jwt[0].issuer.url: Invalid value: \"http://127.0.0.1:5556\": URL scheme must be https"
+        );
+        for loopback in [
+            "http://127.0.0.1:5556",
+            "http://[::1]:80/dex",
+            "http://localhost:8080",
+        ] {
+            assert!(
+                validate_authentication_configuration(&with_issuer(loopback), true).is_ok(),
+                "{loopback}"
+            );
+        }
+        for remote in ["http://idp.example", "http://10.0.0.1", "ftp://127.0.0.1"] {
+            assert!(
+                validate_authentication_configuration(&with_issuer(remote), true).is_err(),
+                "{remote}"
+            );
+        }
+        assert!(
+            validate_authentication_configuration(
+                &with_issuer("https://u:p@idp.example?x=1"),
+                false
+            )
+            .unwrap_err()
+            .contains("must not contain a username or password")
+        );
+    }
+
+    #[test]
+    fn duplicate_issuers_and_missing_audiences_are_refused() {
+        let mut cfg = with_issuer("https://idp.example");
+        cfg.jwt.push(cfg.jwt[0].clone());
+        cfg.jwt[1].issuer.audiences.clear();
+        let err = validate_authentication_configuration(&cfg, false).unwrap_err();
+        assert!(err.contains("jwt[1].issuer.url: Duplicate value"), "{err}");
+        assert!(
+            err.contains("jwt[1].issuer.audiences: Required value"),
+            "{err}"
+        );
     }
 }

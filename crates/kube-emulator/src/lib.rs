@@ -22,6 +22,7 @@
 
 pub mod admission;
 pub mod api;
+pub mod apply;
 pub mod auth;
 pub mod protobuf;
 pub mod rbac;
@@ -83,8 +84,15 @@ pub struct EmulatorConfig {
     pub admin_token: Option<String>,
     /// Further static tokens.
     pub tokens: Vec<StaticToken>,
-    /// JWT authenticators.
+    /// JWT authenticators, validated at start as kube-apiserver validates its
+    /// `--authentication-config` (see [`auth::validate_authentication_configuration`]).
     pub authentication: Option<AuthenticationConfiguration>,
+    /// Emulator-only relaxation, off by default: accept JWT issuer (and discovery) URLs
+    /// with the `http` scheme when their host is loopback (`127.0.0.0/8`, `::1`,
+    /// `localhost`). The real kube-apiserver refuses every non-`https` issuer; test suites
+    /// that run their OIDC issuer over plain HTTP on loopback turn this on. Non-loopback
+    /// `http` issuers are refused either way.
+    pub allow_insecure_loopback_issuers: bool,
     /// Snapshot file: loaded at start if present, written (atomically) after changes.
     pub state_file: Option<PathBuf>,
     /// How many changes watches can replay (older start points get `410 Expired`).
@@ -107,6 +115,7 @@ impl Default for EmulatorConfig {
             admin_token: None,
             tokens: Vec::new(),
             authentication: None,
+            allow_insecure_loopback_issuers: false,
             state_file: None,
             watch_history: 100_000,
             bookmark_interval: Duration::from_secs(10),
@@ -306,8 +315,16 @@ impl Emulator {
     /// Starts the server on a tokio runtime (must be called inside one).
     ///
     /// Errors: [`EmulatorError`] when the address cannot be bound, the snapshot cannot be
-    /// read, or a JWT authenticator cannot be built.
+    /// read, or the authentication configuration is invalid (e.g. a non-`https` issuer, see
+    /// [`EmulatorConfig::allow_insecure_loopback_issuers`]) or cannot be built.
     pub async fn start(config: EmulatorConfig) -> Result<Self, EmulatorError> {
+        if let Some(cfg) = &config.authentication {
+            auth::validate_authentication_configuration(
+                cfg,
+                config.allow_insecure_loopback_issuers,
+            )
+            .map_err(EmulatorError::Authentication)?;
+        }
         let identity = match &config.identity_file {
             Some(path) => Some(load_or_create_identity(
                 path,
@@ -431,7 +448,13 @@ impl Emulator {
             };
             let served = match (tls_listener, listener) {
                 (Some(l), _) => axum::serve(l, app).with_graceful_shutdown(shutdown).await,
-                (None, Some(l)) => axum::serve(l, app).with_graceful_shutdown(shutdown).await,
+                (None, Some(l)) => {
+                    use axum::serve::ListenerExt;
+                    let l = l.tap_io(|tcp| {
+                        let _ = tcp.set_nodelay(true);
+                    });
+                    axum::serve(l, app).with_graceful_shutdown(shutdown).await
+                }
                 (None, None) => Ok(()),
             };
             if let Err(e) = served {

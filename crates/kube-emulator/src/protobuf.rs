@@ -308,6 +308,11 @@ fn decode_message(buf: &[u8], fields: &[F]) -> Result<Value, String> {
                 continue;
             }
         };
+        // Go's generated code always encodes non-pointer strings; their JSON form omits
+        // empty ones (`omitempty`), so an empty string is as good as absent.
+        if !repeated && value.as_str() == Some("") {
+            continue;
+        }
         if repeated {
             match out.entry(name.to_string()).or_insert_with(|| json!([])) {
                 Value::Array(a) => a.push(value),

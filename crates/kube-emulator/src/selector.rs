@@ -128,7 +128,10 @@ impl LabelSelector {
 
     /// Whether the object's `metadata.labels` satisfy every requirement.
     pub fn matches(&self, object: &Value) -> bool {
-        let labels = object.pointer("/metadata/labels");
+        if self.0.is_empty() {
+            return true;
+        }
+        let labels = object.get("metadata").and_then(|m| m.get("labels"));
         let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
         self.0.iter().all(|r| match r {
             Requirement::In(k, vs) => get(k).is_some_and(|v| vs.iter().any(|x| x == v)),
@@ -169,13 +172,13 @@ impl FieldSelector {
     /// Whether the object satisfies every term (a missing field compares as `""`).
     pub fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|(path, eq, want)| {
-            let pointer = format!("/{}", path.replace('.', "/"));
-            let got = match object.pointer(&pointer) {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Null) | None => String::new(),
-                Some(other) => other.to_string(),
+            let got = path.split('.').try_fold(object, |v, k| v.get(k));
+            let equal = match got {
+                Some(Value::String(s)) => s == want,
+                Some(Value::Null) | None => want.is_empty(),
+                Some(other) => want.as_str() == other.to_string().as_str(),
             };
-            (got == *want) == *eq
+            equal == *eq
         })
     }
 }

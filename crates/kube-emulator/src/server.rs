@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde_json::{Value, json};
-use tokio::sync::{Notify, broadcast, mpsc};
+use tokio::sync::{Notify, broadcast};
 
 use crate::api::{self, Ctx, FieldValidation, PatchType};
 use crate::auth::{Authenticator, UserInfo};
@@ -164,6 +164,21 @@ fn parse_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
             }
         }
     }
+}
+
+/// The `fieldManager` parameter, else the `User-Agent` up to its first `/` (at most 128
+/// characters), as the real server names the manager of a write
+/// (`k8s.io/apiserver/pkg/endpoints/handlers/rest.go`, `prefixFromUserAgent`).
+fn field_manager(q: &Query, headers: &HeaderMap) -> String {
+    if let Some(m) = q.get("fieldManager") {
+        return m.clone();
+    }
+    headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ua| ua.split('/').next())
+        .map(|m| m.chars().take(128).collect())
+        .unwrap_or_default()
 }
 
 fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
@@ -381,7 +396,7 @@ async fn dispatch(
         dry_run,
         field_validation,
         warnings: Vec::new(),
-        field_manager: q.get("fieldManager").cloned().unwrap_or_default(),
+        field_manager: field_manager(&q, headers),
         force: truthy(&q, "force"),
     };
     let as_table = wants_table(headers);
@@ -656,10 +671,7 @@ fn list(
     };
     for stored in store.list_after(&def.group, &def.plural, start) {
         let o = &stored.value;
-        let ons = o
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let ons = meta_str(o, "namespace");
         if !ns.is_empty() && ons != ns {
             if ons > ns {
                 break;
@@ -730,6 +742,14 @@ fn list(
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()))
 }
 
+/// `metadata.<field>` as a string (empty when absent).
+fn meta_str<'a>(o: &'a Value, field: &str) -> &'a str {
+    o.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
 fn watch_line(kind: &str, object: &Value) -> Bytes {
     let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
     line.push(b'\n');
@@ -745,8 +765,7 @@ struct WatchFilter {
 
 impl WatchFilter {
     fn matches(&self, o: &Value) -> bool {
-        (self.ns.is_empty()
-            || o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(self.ns.as_str()))
+        (self.ns.is_empty() || meta_str(o, "namespace") == self.ns)
             && self.labels.matches(o)
             && self.fields.matches(o)
     }
@@ -796,7 +815,6 @@ fn watch(
         .get("resourceVersion")
         .filter(|r| !r.is_empty() && *r != "0" && !send_initial)
         .cloned();
-    let (tx, rx) = mpsc::channel::<Result<Bytes, std::convert::Infallible>>(256);
     let encode = {
         let def = def.clone();
         let mut first = true;
@@ -816,11 +834,7 @@ fn watch(
             }
         }
     };
-    let (initial, mut sub, start_rv): (
-        Vec<(String, Value)>,
-        broadcast::Receiver<Arc<Change>>,
-        u64,
-    ) = {
+    let (initial, sub, start_rv): (Vec<(String, Value)>, broadcast::Receiver<Arc<Change>>, u64) = {
         let store = app.lock();
         match from {
             None => {
@@ -872,81 +886,166 @@ fn watch(
             }
         }
     };
-    let interval = app.bookmark_interval;
+    let mut ticker = tokio::time::interval_at(
+        tokio::time::Instant::now() + app.bookmark_interval,
+        app.bookmark_interval,
+    );
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let api_version = def.api_version();
-    let mut closing = app.closing.clone();
-    tokio::spawn(async move {
-        let mut encode = encode;
-        let mut last_rv = start_rv;
-        for (kind, obj) in initial {
-            if tx.send(Ok(encode(&kind, obj))).await.is_err() {
-                return;
+    let mut initial = initial.into_iter().peekable();
+    let state = WatchState {
+        encode,
+        filter,
+        sub,
+        initial_end_pending: send_initial,
+        last_rv: start_rv,
+        start_rv,
+        deadline: Box::pin(tokio::time::sleep(timeout)),
+        ticker,
+        bookmarks,
+        closing: app.closing.clone(),
+        as_table,
+        api_version,
+        done: false,
+    };
+    // The body is a stream polled by the connection itself (no task or channel per watch).
+    // Each poll sends everything that is ready as one chunk: initial events in chunks of
+    // up to CHUNK bytes, then live changes coalesced while more are already queued.
+    let stream = futures::stream::unfold(state, move |mut st| {
+        let first: Option<Bytes> = initial.peek().is_some().then(|| {
+            let mut buf = bytes::BytesMut::new();
+            while buf.len() < CHUNK
+                && let Some((kind, obj)) = initial.next()
+            {
+                buf.extend_from_slice(&(st.encode)(&kind, obj));
             }
-        }
-        if send_initial {
-            let bm = json!({
-                "kind": filter.def.kind,
-                "apiVersion": filter.def.api_version(),
-                "metadata": {
-                    "resourceVersion": last_rv.to_string(),
-                    "annotations": {"k8s.io/initial-events-end": "true"}
-                }
-            });
-            if tx.send(Ok(watch_line("BOOKMARK", &bm))).await.is_err() {
-                return;
+            buf.freeze()
+        });
+        async move {
+            if let Some(chunk) = first {
+                return Some((Ok::<_, std::convert::Infallible>(chunk), st));
             }
-        }
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
-        let mut ticker = tokio::time::interval(interval);
-        ticker.tick().await;
-        loop {
-            tokio::select! {
-                _ = &mut deadline => return,
-                _ = tx.closed() => return,
-                _ = closing.changed() => return,
-                _ = ticker.tick(), if bookmarks => {
-                    let bm = json!({"kind": filter.def.kind, "apiVersion": filter.def.api_version(), "metadata": {"resourceVersion": last_rv.to_string()}});
-                    if tx.send(Ok(watch_line("BOOKMARK", &bm))).await.is_err() {
-                        return;
-                    }
-                }
-                change = sub.recv() => match change {
-                    Ok(c) => {
-                        if c.rv <= last_rv && c.rv <= start_rv {
-                            continue;
-                        }
-                        last_rv = last_rv.max(c.rv);
-                        if let Some(kind) = filter.event(&c) {
-                            let same_version = c.object.get("apiVersion").and_then(Value::as_str)
-                                == Some(api_version.as_str());
-                            let line = if kind == c.kind && !as_table && same_version {
-                                c.line()
-                            } else {
-                                encode(kind, c.object.clone())
-                            };
-                            if tx.send(Ok(line)).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        let status = ApiError::expired("too old resource version: watch fell behind").to_status();
-                        let _ = tx.send(Ok(watch_line("ERROR", &status))).await;
-                        return;
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return,
-                }
-            }
+            st.next_chunk().await.map(|chunk| (Ok(chunk), st))
         }
     });
-    let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
     Ok(Response::builder()
         .status(StatusCode::OK)
         .header(http::header::CONTENT_TYPE, "application/json")
         .header(http::header::CACHE_CONTROL, "no-cache, private")
         .body(Body::from_stream(stream))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()))
+}
+
+/// Largest chunk a watch assembles from events that are ready at once (bytes).
+const CHUNK: usize = 256 * 1024;
+
+/// An open watch: what it filters, where it reads changes from, and when it ends.
+struct WatchState<E> {
+    encode: E,
+    filter: WatchFilter,
+    sub: broadcast::Receiver<Arc<Change>>,
+    /// `sendInitialEvents=true`: the `initial-events-end` bookmark is still to be sent.
+    initial_end_pending: bool,
+    last_rv: u64,
+    start_rv: u64,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    ticker: tokio::time::Interval,
+    bookmarks: bool,
+    closing: tokio::sync::watch::Receiver<bool>,
+    as_table: bool,
+    api_version: String,
+    done: bool,
+}
+
+impl<E: FnMut(&str, Value) -> Bytes> WatchState<E> {
+    fn bookmark(&self, initial_end: bool) -> Bytes {
+        let mut bm = json!({
+            "kind": self.filter.def.kind,
+            "apiVersion": self.filter.def.api_version(),
+            "metadata": {"resourceVersion": self.last_rv.to_string()}
+        });
+        if initial_end {
+            bm["metadata"]["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        watch_line("BOOKMARK", &bm)
+    }
+
+    /// Appends the watch line for a change, if this watch sees it.
+    fn push_change(&mut self, c: &Change, out: &mut Vec<Bytes>) {
+        if c.rv <= self.last_rv && c.rv <= self.start_rv {
+            return;
+        }
+        self.last_rv = self.last_rv.max(c.rv);
+        if let Some(kind) = self.filter.event(c) {
+            let same_version = c.object.get("apiVersion").and_then(Value::as_str)
+                == Some(self.api_version.as_str());
+            out.push(if kind == c.kind && !self.as_table && same_version {
+                c.line()
+            } else {
+                (self.encode)(kind, c.object.clone())
+            });
+        }
+    }
+
+    /// The next chunk to send, or `None` when the watch ends (timeout, server closing,
+    /// history overrun after an `ERROR` event).
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        if std::mem::take(&mut self.initial_end_pending) {
+            return Some(self.bookmark(true));
+        }
+        let mut lines: Vec<Bytes> = Vec::new();
+        while lines.is_empty() {
+            tokio::select! {
+                _ = &mut self.deadline => return None,
+                _ = self.closing.changed() => return None,
+                _ = self.ticker.tick(), if self.bookmarks => return Some(self.bookmark(false)),
+                change = self.sub.recv() => match change {
+                    Ok(c) => {
+                        self.push_change(&c, &mut lines);
+                        // Coalesce whatever else is already queued.
+                        let mut size: usize = lines.iter().map(Bytes::len).sum();
+                        while size < CHUNK {
+                            match self.sub.try_recv() {
+                                Ok(c) => {
+                                    let before = lines.len();
+                                    self.push_change(&c, &mut lines);
+                                    size += lines[before..].iter().map(Bytes::len).sum::<usize>();
+                                }
+                                Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                                    self.done = true;
+                                    lines.push(lagged());
+                                    break;
+                                }
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        self.done = true;
+                        return Some(lagged());
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        }
+        if lines.len() == 1 {
+            return lines.pop();
+        }
+        let mut buf = bytes::BytesMut::with_capacity(lines.iter().map(Bytes::len).sum());
+        for l in &lines {
+            buf.extend_from_slice(l);
+        }
+        Some(buf.freeze())
+    }
+}
+
+/// The `ERROR` event of a watch that fell behind the retained history.
+fn lagged() -> Bytes {
+    let status = ApiError::expired("too old resource version: watch fell behind").to_status();
+    watch_line("ERROR", &status)
 }
 
 fn review(

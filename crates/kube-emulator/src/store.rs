@@ -301,12 +301,9 @@ impl Store {
         if from + 1 < oldest {
             return Err(TooOld { oldest });
         }
-        let backlog = self
-            .history
-            .iter()
-            .filter(|c| c.rv > from)
-            .cloned()
-            .collect();
+        // The history is ordered by resourceVersion.
+        let first = self.history.partition_point(|c| c.rv <= from);
+        let backlog = self.history.range(first..).cloned().collect();
         Ok((backlog, rx))
     }
 

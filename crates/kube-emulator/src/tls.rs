@@ -93,6 +93,8 @@ impl TlsListener {
                     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                     continue;
                 };
+                // As Go's net/http (kube-apiserver): no Nagle delay on small watch events.
+                let _ = stream.set_nodelay(true);
                 let acceptor = acceptor.clone();
                 let tx = tx.clone();
                 tokio::spawn(async move {

@@ -175,13 +175,12 @@ async fn validating_admission_policy_with_params_variables_and_message_expressio
     emu.shutdown().await;
 }
 
-/// An OIDC issuer on loopback HTTPS (its own CA); returns the issuer URL and the CA PEM.
-async fn serve_issuer(jwk: Value) -> (String, String) {
-    let certs = kube_emulator::tls::generate().expect("certs");
-    let acceptor = kube_emulator::tls::acceptor(&certs).expect("acceptor");
+/// An OIDC issuer on loopback, HTTPS with its own CA or plain HTTP; returns the issuer
+/// URL and the CA PEM (empty for HTTP).
+async fn serve_issuer(jwk: Value, tls: bool) -> (String, String) {
     let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("https://{}", tcp.local_addr().unwrap());
-    let listener = kube_emulator::tls::TlsListener::new(tcp, acceptor).unwrap();
+    let scheme = if tls { "https" } else { "http" };
+    let url = format!("{scheme}://{}", tcp.local_addr().unwrap());
     let issuer = url.clone();
     let app = axum::Router::new()
         .route(
@@ -198,10 +197,79 @@ async fn serve_issuer(jwk: Value) -> (String, String) {
                 async move { Json(json!({"keys": [jwk]})) }
             }),
         );
+    if !tls {
+        tokio::spawn(async move {
+            let _ = axum::serve(tcp, app).await;
+        });
+        return (url, String::new());
+    }
+    let certs = kube_emulator::tls::generate().expect("certs");
+    let acceptor = kube_emulator::tls::acceptor(&certs).expect("acceptor");
+    let listener = kube_emulator::tls::TlsListener::new(tcp, acceptor).unwrap();
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
     (url, certs.ca_pem)
+}
+
+fn p256_jwk(key: &rcgen::KeyPair) -> Value {
+    let raw = key.public_key_raw();
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    json!({"kty": "EC", "crv": "P-256", "x": b64(&raw[1..33]), "y": b64(&raw[33..65]), "kid": "k1", "alg": "ES256", "use": "sig"})
+}
+
+/// The real server refuses `http` issuers; the emulator accepts them on loopback only
+/// behind `allow_insecure_loopback_issuers`, and JWTs from such an issuer then work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_issuer_needs_the_insecure_loopback_option() {
+    let key = rcgen::KeyPair::generate().expect("P-256 key");
+    let (issuer, _) = serve_issuer(p256_jwk(&key), false).await;
+    let cfg = |url: &str| {
+        parse_authentication_configuration(&format!(
+            "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n    url: {url}\n    audiences: [kubernetes]\n  claimMappings:\n    username:\n      claim: sub\n      prefix: 'oidc:'\n"
+        ))
+        .expect("config parses")
+    };
+    let refused = kube_emulator::Emulator::start(EmulatorConfig {
+        authentication: Some(cfg(&issuer)),
+        ..EmulatorConfig::default()
+    })
+    .await;
+    let Err(err) = refused else {
+        panic!("an http issuer must be refused by default")
+    };
+    assert!(
+        err.to_string().contains("URL scheme must be https"),
+        "{err}"
+    );
+    let remote = kube_emulator::Emulator::start(EmulatorConfig {
+        authentication: Some(cfg("http://idp.example")),
+        allow_insecure_loopback_issuers: true,
+        ..EmulatorConfig::default()
+    })
+    .await;
+    assert!(remote.is_err(), "non-loopback http stays refused");
+    let (emu, _admin) = start(EmulatorConfig {
+        authentication: Some(cfg(&issuer)),
+        allow_insecure_loopback_issuers: true,
+        ..EmulatorConfig::default()
+    })
+    .await;
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+    header.kid = Some("k1".into());
+    let token = jsonwebtoken::encode(
+        &header,
+        &json!({"iss": issuer, "sub": "bob", "aud": "kubernetes", "exp": now() + 300}),
+        &jsonwebtoken::EncodingKey::from_ec_der(&key.serialize_der()),
+    )
+    .expect("signed");
+    let review: SelfSubjectReview = Api::all(client_for(&emu, &token).await)
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .expect("JWT from the loopback http issuer accepted");
+    let user = review.status.and_then(|s| s.user_info).expect("userInfo");
+    assert_eq!(user.username.as_deref(), Some("oidc:bob"));
+    emu.shutdown().await;
 }
 
 fn now() -> u64 {
@@ -214,10 +282,7 @@ fn now() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jwt_authenticator_maps_claims_with_prefixes() {
     let key = rcgen::KeyPair::generate().expect("P-256 key");
-    let raw = key.public_key_raw();
-    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
-    let jwk = json!({"kty": "EC", "crv": "P-256", "x": b64(&raw[1..33]), "y": b64(&raw[33..65]), "kid": "k1", "alg": "ES256", "use": "sig"});
-    let (issuer, issuer_ca) = serve_issuer(jwk).await;
+    let (issuer, issuer_ca) = serve_issuer(p256_jwk(&key), true).await;
     let ca_block: String = issuer_ca.lines().map(|l| format!("      {l}\n")).collect();
     let cfg = parse_authentication_configuration(&format!(
         "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n    url: {issuer}\n    audiences: [kubernetes]\n    certificateAuthority: |\n{ca_block}  claimMappings:\n    username:\n      claim: sub\n      prefix: 'console:'\n    groups:\n      claim: groups\n      prefix: 'console:'\n"

@@ -631,3 +631,215 @@ async fn server_side_apply_tracks_managers_conflicts_and_removals() {
     assert!(managers.contains(&"beta".to_string()), "{managers:?}");
     emu.shutdown().await;
 }
+
+/// Leader election as kube-rs based electors do it on `coordination.k8s.io/v1` Leases:
+/// get (404), create (one winner, the other gets 409 AlreadyExists), renew with the
+/// resourceVersion read (a stale one gets 409 Conflict), take over an expired lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_support_leader_election() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let (emu, client) = start(EmulatorConfig::default()).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    // Every write renews (a write that changes nothing keeps the resourceVersion, as on
+    // the real server).
+    let renewals = std::sync::atomic::AtomicU32::new(0);
+    let lease = |holder: &str, rv: Option<&str>, transitions: i32| -> Lease {
+        let n = renewals.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut l = json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "leader"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                "acquireTime": "2026-01-01T00:00:00.000000Z",
+                "renewTime": format!("2026-01-01T00:00:{n:02}.123456Z"),
+                "leaseTransitions": transitions}
+        });
+        if let Some(rv) = rv {
+            l["metadata"]["resourceVersion"] = json!(rv);
+        }
+        serde_json::from_value(l).expect("lease")
+    };
+    let (code, _) = api_error(leases.get("leader").await.unwrap_err());
+    assert_eq!(code, 404);
+    let a = leases
+        .create(&PostParams::default(), &lease("a", None, 0))
+        .await
+        .expect("a acquires");
+    let (code, reason) = api_error(
+        leases
+            .create(&PostParams::default(), &lease("b", None, 0))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((code, reason.as_str()), (409, "AlreadyExists"));
+    let stale_rv = a.resource_version().expect("rv");
+    let renewed = leases
+        .replace(
+            "leader",
+            &PostParams::default(),
+            &lease("a", Some(&stale_rv), 0),
+        )
+        .await
+        .expect("a renews with the resourceVersion it read");
+    let (code, reason) = api_error(
+        leases
+            .replace(
+                "leader",
+                &PostParams::default(),
+                &lease("b", Some(&stale_rv), 1),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (code, reason.as_str()),
+        (409, "Conflict"),
+        "b read an old version"
+    );
+    let current = leases.get("leader").await.expect("get");
+    assert_eq!(current.resource_version(), renewed.resource_version());
+    let spec = current.spec.clone().expect("spec");
+    assert_eq!(spec.holder_identity.as_deref(), Some("a"));
+    assert_eq!(spec.lease_duration_seconds, Some(15));
+    assert!(spec.renew_time.is_some(), "MicroTime round-trips");
+    let taken = leases
+        .replace(
+            "leader",
+            &PostParams::default(),
+            &lease("b", current.resource_version().as_deref(), 1),
+        )
+        .await
+        .expect("b takes over with the current resourceVersion");
+    let spec = taken.spec.expect("spec");
+    assert_eq!(
+        (spec.holder_identity.as_deref(), spec.lease_transitions),
+        (Some("b"), Some(1))
+    );
+    // An apply carrying a resourceVersion is conditional too.
+    let (code, _) = api_error(
+        leases
+            .patch(
+                "leader",
+                &PatchParams::apply("elector").force(),
+                &Patch::Apply(json!({
+                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": "leader", "resourceVersion": stale_rv},
+                    "spec": {"holderIdentity": "c"}
+                })),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 409);
+    emu.shutdown().await;
+}
+
+/// A controller applies its status conditions by `type` and its finalizer into the
+/// `metadata.finalizers` set, without disturbing another manager's entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_apply_merges_conditions_by_type() {
+    let (emu, client) = start(EmulatorConfig::default()).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.io"},
+        "spec": {"group": "example.io", "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "status": {"type": "object", "properties": {"conditions": {
+                        "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
+                        "items": {"type": "object", "required": ["type", "status"], "properties": {
+                            "type": {"type": "string"}, "status": {"type": "string"}, "reason": {"type": "string"}}}}}}}}}}]}
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let gvk = kube::core::GroupVersionKind::gvk("example.io", "v1", "Gadget");
+    let ar = kube::core::ApiResource::from_gvk_with_plural(&gvk, "gadgets");
+    let gadgets: Api<kube::core::DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &ar);
+    let apply = |manager: &'static str, subresource: bool, body: serde_json::Value| {
+        let gadgets = gadgets.clone();
+        async move {
+            let mut obj =
+                json!({"apiVersion": "example.io/v1", "kind": "Gadget", "metadata": {"name": "g"}});
+            json_patch::merge(&mut obj, &body);
+            let pp = PatchParams::apply(manager);
+            if subresource {
+                gadgets.patch_status("g", &pp, &Patch::Apply(obj)).await
+            } else {
+                gadgets.patch("g", &pp, &Patch::Apply(obj)).await
+            }
+        }
+    };
+    apply(
+        "user",
+        false,
+        json!({"metadata": {"finalizers": ["example.io/user"]}, "spec": {"x": 1}}),
+    )
+    .await
+    .expect("created by apply");
+    apply(
+        "controller",
+        false,
+        json!({"metadata": {"finalizers": ["example.io/controller"]}}),
+    )
+    .await
+    .expect("controller adds its finalizer");
+    apply(
+        "controller",
+        true,
+        json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+    )
+    .await
+    .expect("controller status");
+    apply(
+        "prober",
+        true,
+        json!({"status": {"conditions": [{"type": "Reachable", "status": "True"}]}}),
+    )
+    .await
+    .expect("prober status");
+    let g = apply(
+        "controller",
+        true,
+        json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+    )
+    .await
+    .expect("controller flips its condition");
+    assert_eq!(
+        g.data["status"]["conditions"],
+        json!([{"type": "Ready", "status": "True"}, {"type": "Reachable", "status": "True"}])
+    );
+    assert_eq!(
+        g.metadata.finalizers,
+        Some(vec![
+            "example.io/user".to_string(),
+            "example.io/controller".to_string()
+        ])
+    );
+    assert_eq!(
+        g.data["spec"],
+        json!({"x": 1}),
+        "the status apply leaves spec alone"
+    );
+    let err = apply(
+        "prober",
+        true,
+        json!({"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}),
+    )
+    .await
+    .unwrap_err();
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 409);
+            assert!(
+                s.message.contains(r#"conflict with "controller" with subresource "status": .status.conditions[type="Ready"].status"#),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    emu.shutdown().await;
+}

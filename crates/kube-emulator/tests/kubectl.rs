@@ -574,3 +574,157 @@ async fn server_side_apply_removes_fields_and_reports_conflicts() {
     assert_eq!(data, "5");
     k.emu.shutdown().await;
 }
+
+const WIDGET_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.io
+spec:
+  group: example.io
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              ports:
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [name]
+                items:
+                  type: object
+                  required: [name]
+                  properties:
+                    name: {type: string}
+                    port: {type: integer}
+              tags:
+                type: array
+                x-kubernetes-list-type: set
+                items: {type: string}
+";
+
+fn widget(ports: &str, tags: &str, finalizer: &str) -> String {
+    format!(
+        "apiVersion: example.io/v1\nkind: Widget\nmetadata:\n  name: w\n  finalizers: [{finalizer}]\nspec:\n  ports: {ports}\n  tags: {tags}\n"
+    )
+}
+
+async fn get_widget(k: &Kubectl, output: &str) -> String {
+    k.ok(&["get", "widget", "w", "-o", output]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_merges_keyed_lists_and_names_update_managers() {
+    let k = Kubectl::start().await;
+    let crd = k.file("widget-crd.yaml", WIDGET_CRD);
+    k.ok(&["apply", "-f", &crd]).await;
+    let a = k.file(
+        "a.yaml",
+        &widget("[{name: http, port: 80}]", "[a]", "example.io/a"),
+    );
+    let b = k.file(
+        "b.yaml",
+        &widget("[{name: dns, port: 53}]", "[b]", "example.io/b"),
+    );
+    k.ok(&["apply", "--server-side", "--field-manager=team-a", "-f", &a])
+        .await;
+    k.ok(&["apply", "--server-side", "--field-manager=team-b", "-f", &b])
+        .await;
+    assert_eq!(
+        get_widget(&k, "jsonpath={.spec.ports[*].name}").await,
+        "http dns",
+        "map lists merge by key"
+    );
+    assert_eq!(
+        get_widget(&k, "jsonpath={.spec.tags}").await,
+        r#"["a","b"]"#
+    );
+    assert_eq!(
+        get_widget(&k, "jsonpath={.metadata.finalizers}").await,
+        r#"["example.io/a","example.io/b"]"#,
+        "finalizers are a set"
+    );
+    let b2 = k.file(
+        "b2.yaml",
+        &widget("[{name: http, port: 8080}]", "[b]", "example.io/b"),
+    );
+    let err = k
+        .fail(&[
+            "apply",
+            "--server-side",
+            "--field-manager=team-b",
+            "-f",
+            &b2,
+        ])
+        .await;
+    assert!(
+        err.contains(
+            r#"Apply failed with 1 conflict: conflict with "team-a": .spec.ports[name="http"].port"#
+        ),
+        "{err}"
+    );
+    // team-a stops applying its port and tag: only its own elements go.
+    let a2 = k.file("a2.yaml", &widget("[]", "[]", "example.io/a"));
+    k.ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager=team-a",
+        "-f",
+        &a2,
+    ])
+    .await;
+    assert_eq!(
+        get_widget(&k, "jsonpath={.spec.ports[*].name}").await,
+        "dns"
+    );
+    assert_eq!(get_widget(&k, "jsonpath={.spec.tags}").await, r#"["b"]"#);
+
+    // Writes other than apply own what they change, under kubectl's manager names.
+    k.ok(&["create", "configmap", "c", "--from-literal=a=1"])
+        .await;
+    k.ok(&[
+        "patch",
+        "cm",
+        "c",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"b":"2"}}"#,
+    ])
+    .await;
+    let c = k.file(
+        "c.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  a: \"5\"\n  b: \"2\"\n",
+    );
+    let err = k.fail(&["apply", "--server-side", "-f", &c]).await;
+    assert!(
+        err.contains(
+            r#"Apply failed with 1 conflict: conflict with "kubectl-create" using v1: .data.a"#
+        ),
+        "{err}"
+    );
+    k.ok(&["apply", "--server-side", "--force-conflicts", "-f", &c])
+        .await;
+    let managers = k
+        .ok(&[
+            "get",
+            "cm",
+            "c",
+            "--show-managed-fields",
+            "-o",
+            "jsonpath={range .metadata.managedFields[*]}{.manager}/{.operation} {end}",
+        ])
+        .await;
+    assert_eq!(
+        managers.trim(),
+        "kubectl-patch/Update kubectl/Apply",
+        "the forced apply took data.a from kubectl-create, which then owned nothing"
+    );
+    k.emu.shutdown().await;
+}

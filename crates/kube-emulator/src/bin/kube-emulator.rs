@@ -1,6 +1,6 @@
 //! Standalone Kubernetes API emulator: `kube-emulator --listen 127.0.0.1:6443
 //! --kubeconfig-out kubeconfig.yaml [--state state.json] [--token-file tokens.csv]
-//! [--authentication-config auth.yaml]`.
+//! [--authentication-config auth.yaml [--allow-insecure-loopback-issuers]]`.
 //!
 //! Serves HTTPS with a CA generated at start; writes an admin kubeconfig (CA included)
 //! so `kubectl` can point at it.
@@ -38,6 +38,11 @@ struct Args {
     /// `AuthenticationConfiguration` file (JWT authenticators).
     #[arg(long)]
     authentication_config: Option<PathBuf>,
+    /// Emulator-only: accept `http://` JWT issuers on loopback hosts (127.0.0.0/8, ::1,
+    /// localhost). The real kube-apiserver requires `https` issuers; other `http` issuers
+    /// are refused even with this flag.
+    #[arg(long)]
+    allow_insecure_loopback_issuers: bool,
 }
 
 #[tokio::main]
@@ -57,6 +62,7 @@ async fn main() -> anyhow::Result<()> {
             PathBuf::from(name)
         }),
         state_file: args.state,
+        allow_insecure_loopback_issuers: args.allow_insecure_loopback_issuers,
         ..EmulatorConfig::default()
     };
     if let Some(path) = &args.token_file {
