@@ -93,6 +93,8 @@ jwt:
     .unwrap();
     Emulator::start(EmulatorConfig {
         authentication: Some(authentication),
+        // The test console serves plain http on loopback.
+        allow_insecure_loopback_issuers: true,
         ..EmulatorConfig::default()
     })
     .await
