@@ -18,3 +18,4 @@ tools:
 
 bench: tools
 	cargo bench -p server
+	cargo bench -p kube-emulator --bench perf
