@@ -50,8 +50,32 @@ pub struct ClaimContext {
     pub members: Store<VirtualMachine>,
     /// Cache of `VirtualMachinePool`s: the current image revision.
     pub pools: Store<VirtualMachinePool>,
+    /// Members this process just picked (bound, or lost a race on): see [`RecentBinds`].
+    pub recent_binds: Arc<RecentBinds>,
     /// Counters.
     pub metrics: Arc<Metrics>,
+}
+
+/// Members this process has just picked for a bind, keyed by `(namespace, name)`, with the
+/// `resourceVersion` the cache showed then. Until the cache shows another version, that
+/// cached copy is known to be stale (the patch changed it, or someone else did and we got
+/// 409), so other passes skip it instead of every Pending claim racing for the same best
+/// member. Only a throughput aid: correctness rests on the resourceVersion precondition.
+#[derive(Debug, Default)]
+pub struct RecentBinds(std::sync::Mutex<std::collections::HashMap<(String, String), String>>);
+
+impl RecentBinds {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(String, String), String>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn forget(&self, namespace: &str, name: &str) {
+        self.lock().remove(&(namespace.to_owned(), name.to_owned()));
+    }
 }
 
 fn missing(field: &'static str) -> Error {
@@ -106,28 +130,53 @@ pub async fn reconcile_claim(
     let pool = ctx
         .pools
         .get(&ObjectRef::new(&claim.spec.pool_ref).within(&namespace));
-    let members: Vec<Member> = ctx
-        .members
-        .state()
-        .iter()
-        .filter(|vm| {
-            vm.namespace().as_deref() == Some(namespace.as_str())
-                && vm.labels().get(POOL_LABEL) == Some(&claim.spec.pool_ref)
-        })
-        .map(|vm| convert::member(vm))
-        .collect();
-    let snapshot = ClaimSnapshot {
-        uid: &uid,
-        deleting,
-        phase: parse_phase(status.phase.as_deref()),
-        expires_at: status.expires_at.as_ref().map(from_time),
-        virtual_machine_ref: reference,
-        held: held.as_ref(),
-        pool_image_revision: pool.as_ref().map(|p| Some(p.spec.image_revision.as_str())),
-        members: &members,
-    };
     let now = convert::now();
-    let step = next_step(&snapshot, now);
+    let members: Vec<Member>;
+    let snapshot;
+    let step;
+    {
+        // One critical section from reading the cache to recording the pick, so two
+        // concurrent passes of this process never pick the same member.
+        let mut recent = ctx.recent_binds.lock();
+        recent.retain(|(ns, vm_name), stale_version| {
+            ctx.members
+                .get(&ObjectRef::new(vm_name).within(ns))
+                .is_some_and(|vm| vm.resource_version().as_ref() == Some(stale_version))
+        });
+        members = ctx
+            .members
+            .state()
+            .iter()
+            .filter(|vm| {
+                vm.namespace().as_deref() == Some(namespace.as_str())
+                    && vm.labels().get(POOL_LABEL) == Some(&claim.spec.pool_ref)
+                    && !recent.contains_key(&(namespace.clone(), vm.name_any()))
+            })
+            .map(|vm| convert::member(vm))
+            .collect();
+        snapshot = ClaimSnapshot {
+            uid: &uid,
+            deleting,
+            phase: parse_phase(status.phase.as_deref()),
+            expires_at: status.expires_at.as_ref().map(from_time),
+            virtual_machine_ref: reference,
+            held: held.as_ref(),
+            pool_image_revision: pool.as_ref().map(|p| Some(p.spec.image_revision.as_str())),
+            members: &members,
+        };
+        step = next_step(&snapshot, now);
+        if let ClaimStep::Bind {
+            member,
+            already_taken: false,
+        } = &step
+            && let Some(vm) = ctx
+                .members
+                .get(&ObjectRef::new(&member.name).within(&namespace))
+            && let Some(version) = vm.resource_version()
+        {
+            recent.insert((namespace.clone(), member.name.clone()), version);
+        }
+    }
     tracing::debug!(claim = %name, %namespace, ?step, "claim step");
     let writer = Writer {
         claims: &claims,
@@ -176,7 +225,12 @@ pub async fn reconcile_claim(
             let Some(vm) = vm else {
                 return Ok(Action::requeue(BIND_CONFLICT_REQUEUE));
             };
-            bind(&writer, &vms, vm, already_taken, now).await
+            let result = bind(&writer, &vms, vm, already_taken, now).await;
+            if result.is_err() {
+                // Not a race: let later passes consider the member again.
+                ctx.recent_binds.forget(&namespace, &member.name);
+            }
+            result
         }
         ClaimStep::Wait { reason } => {
             let message = match reason {

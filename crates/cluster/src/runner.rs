@@ -220,6 +220,7 @@ async fn run_leading(
         client: client.clone(),
         members: members.clone(),
         pools: pools.clone(),
+        recent_binds: Arc::default(),
         metrics: metrics.clone(),
     });
     let claims_client = client.clone();
@@ -228,18 +229,21 @@ async fn run_leading(
         let client = claims_client;
         // Do not decide from empty caches.
         let _ = tokio::join!(members.wait_until_ready(), pools.wait_until_ready());
-        Controller::new(
+        let controller = Controller::new(
             api::<VirtualMachineClaim>(&client, namespace),
             watch_config.clone(),
-        )
-        .owns(
-            api::<VirtualMachine>(&client, namespace),
-            watch_config.clone(),
-        )
-        .graceful_shutdown_on(claims_stop)
-        .run(reconcile_claim, claim_error_policy, claim_ctx)
-        .for_each(|_| futures::future::ready(()))
-        .await;
+        );
+        let claims_cache = controller.store();
+        controller
+            .watches(
+                api::<VirtualMachine>(&client, namespace),
+                watch_config.clone(),
+                move |vm: VirtualMachine| claims_to_wake(&claims_cache, &vm),
+            )
+            .graceful_shutdown_on(claims_stop)
+            .run(reconcile_claim, claim_error_policy, claim_ctx)
+            .for_each(|_| futures::future::ready(()))
+            .await;
     };
 
     let pool_ctx = Arc::new(PoolContext {
@@ -288,4 +292,41 @@ async fn run_leading(
         pools_controller,
         provider
     );
+}
+
+/// The claims a change of `vm` concerns: the claim that owns it (a vanished or terminating
+/// member moves its claim on), and, when `vm` is free to take, every unbound claim of its
+/// pool, so Pending claims bind as soon as a member is Ready rather than at their next
+/// 3-second retry.
+fn claims_to_wake(
+    claims: &reflector::Store<VirtualMachineClaim>,
+    vm: &VirtualMachine,
+) -> Vec<ObjectRef<VirtualMachineClaim>> {
+    let Some(namespace) = vm.namespace() else {
+        return Vec::new();
+    };
+    let mut wake: Vec<ObjectRef<VirtualMachineClaim>> = vm
+        .owner_references()
+        .iter()
+        .filter(|o| o.kind == "VirtualMachineClaim")
+        .map(|o| ObjectRef::new(&o.name).within(&namespace))
+        .collect();
+    if crate::convert::member(vm).is_available()
+        && let Some(pool) = vm.labels().get(POOL_LABEL)
+    {
+        wake.extend(
+            claims
+                .state()
+                .iter()
+                .filter(|c| {
+                    c.namespace().as_deref() == Some(namespace.as_str())
+                        && &c.spec.pool_ref == pool
+                        && c.status
+                            .as_ref()
+                            .is_none_or(|s| s.virtual_machine_ref.is_none())
+                })
+                .map(|c| ObjectRef::from_obj(c.as_ref())),
+        );
+    }
+    wake
 }

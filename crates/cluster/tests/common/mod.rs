@@ -276,6 +276,10 @@ pub fn test_config(identity: &str) -> ControllerConfig {
 }
 
 pub fn spawn_controllers(client: &Client, config: ControllerConfig) -> Running {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let metrics = Arc::new(Metrics::default());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(cluster::run_controllers(
