@@ -445,7 +445,12 @@ async fn release(
             };
             Metrics::inc(&writer.metrics.claim_writes);
             match vms.delete(&vm.name_any(), &params).await {
-                Ok(either) => either.is_right(),
+                // What DELETE answers for a custom resource does not say whether it is
+                // gone yet (a provider finalizer may hold it): ask.
+                Ok(_) => vms
+                    .get_opt(&vm.name_any())
+                    .await?
+                    .is_none_or(|now| now.uid() != vm.uid()),
                 Err(e) if is_status(&e, 404) || is_status(&e, 409) => true,
                 Err(e) => return Err(e.into()),
             }
