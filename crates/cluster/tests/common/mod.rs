@@ -296,3 +296,62 @@ pub fn spawn_controllers(client: &Client, config: ControllerConfig) -> Running {
         task,
     }
 }
+
+/// Renders a chart template the way `helm template` would for the forms our templates use
+/// (`{{ .Release.Namespace }}` and `{{ .Values.<path> | quote }}`), from `values` (YAML).
+pub fn render(template: &str, namespace: &str, values: &serde_yaml::Value) -> String {
+    let mut out = template.replace("{{ .Release.Namespace }}", namespace);
+    while let Some(start) = out.find("{{ .Values.") {
+        let end = start + out[start..].find("}}").expect("closed action") + 2;
+        let action = &out[start + 3..end - 2];
+        let path = action
+            .trim()
+            .strip_prefix(".Values.")
+            .and_then(|p| p.strip_suffix(" | quote"))
+            .unwrap_or_else(|| panic!("unsupported template action {action:?}"));
+        let mut value = values;
+        for key in path.split('.') {
+            value = &value[key];
+        }
+        let text = value
+            .as_str()
+            .unwrap_or_else(|| panic!("{path} is not a string"));
+        let quoted = serde_json::to_string(text).unwrap();
+        out.replace_range(start..end, &quoted);
+    }
+    assert!(!out.contains("{{"), "unrendered action left:\n{out}");
+    out
+}
+
+/// Renders `templates/<file>` with `values` and applies every document (as admin).
+pub async fn apply_template(client: &Client, file: &str, values: &serde_yaml::Value) {
+    let text = std::fs::read_to_string(chart_dir().join("templates").join(file)).unwrap();
+    let rendered = render(&text, NS, values);
+    for doc in serde_yaml::Deserializer::from_str(&rendered) {
+        let value: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
+        if value.is_null() {
+            continue;
+        }
+        let obj: kube::core::DynamicObject = serde_json::from_value(value).unwrap();
+        let types = obj.types.clone().expect("apiVersion and kind");
+        let gvk = kube::core::GroupVersionKind::try_from(&types).unwrap();
+        let (resource, caps) = kube::discovery::pinned_kind(client, &gvk)
+            .await
+            .unwrap_or_else(|e| panic!("{gvk:?} not served: {e}"));
+        let api: Api<kube::core::DynamicObject> =
+            if caps.scope == kube::discovery::Scope::Namespaced {
+                Api::namespaced_with(client.clone(), NS, &resource)
+            } else {
+                Api::all_with(client.clone(), &resource)
+            };
+        api.create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("create {} {}: {e}", types.kind, obj.name_any()));
+    }
+}
+
+/// The chart's values.yaml.
+pub fn chart_values() -> serde_yaml::Value {
+    serde_yaml::from_str(&std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap())
+        .unwrap()
+}
