@@ -1103,6 +1103,11 @@ fn server_side_apply(
     let me = ctx.field_manager.as_str();
     let new_set = applied_fields(config);
     let mut managers = apply_managers(doc);
+    // A field that another write removed is owned by nobody (the real server drops it from
+    // every manager's set), so it can neither conflict nor stay recorded.
+    for (_, set) in managers.iter_mut().filter(|(m, _)| m != me) {
+        set.retain(|p| value_at(doc, p).is_some());
+    }
     let mut conflicts: Vec<(String, FieldPath)> = Vec::new();
     for (other, set) in managers.iter().filter(|(m, _)| m != me) {
         for p in set.iter().filter(|p| new_set.contains(p)) {
