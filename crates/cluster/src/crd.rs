@@ -32,6 +32,7 @@ pub const CLAIM_FINALIZER: &str = "banlieue.io/claim-protection";
     group = "banlieue.io",
     version = "v1alpha1",
     kind = "VirtualMachinePool",
+    doc = "A pool of warm sandbox VMs of one template.",
     namespaced,
     status = "VirtualMachinePoolStatus",
     shortname = "vmpool",
@@ -108,6 +109,7 @@ pub struct VirtualMachinePoolStatus {
     group = "banlieue.io",
     version = "v1alpha1",
     kind = "VirtualMachine",
+    doc = "A sandbox VM: a pool member, later held by a claim.",
     namespaced,
     status = "VirtualMachineStatus",
     shortname = "vm",
@@ -179,6 +181,7 @@ pub struct VirtualMachineAddress {
     group = "banlieue.io",
     version = "v1alpha1",
     kind = "VirtualMachineClaim",
+    doc = "A request for one sandbox VM from a pool, for a subject, for ttlSeconds from bind.",
     namespaced,
     status = "VirtualMachineClaimStatus",
     shortname = "vmclaim",
@@ -187,7 +190,12 @@ pub struct VirtualMachineAddress {
     printcolumn(name = "Pool", type_ = "string", json_path = ".spec.poolRef"),
     printcolumn(name = "Subject", type_ = "string", json_path = ".spec.subject.id"),
     printcolumn(name = "VM", type_ = "string", json_path = ".status.virtualMachineRef"),
-    printcolumn(name = "Expires", type_ = "date", json_path = ".status.expiresAt"),
+    printcolumn(
+        name = "Expires",
+        type_ = "string",
+        description = "When the claim and its VM are released (RFC 3339)",
+        json_path = ".status.expiresAt"
+    ),
     printcolumn(
         name = "Age",
         type_ = "date",

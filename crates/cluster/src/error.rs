@@ -6,6 +6,9 @@ pub enum Error {
     /// A Kubernetes API call failed (transport, authorization, or an unexpected status).
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// No usable cluster configuration (kubeconfig or in-cluster).
+    #[error("cannot configure the Kubernetes client: {0}")]
+    Config(String),
     /// A banlieue CRD is not installed in the cluster.
     #[error(
         "the CustomResourceDefinition {crd} is not installed; install the CRDs with \

@@ -17,4 +17,4 @@ mod runner;
 pub use error::Error;
 pub use metrics::Metrics;
 pub use provider::SimulatedProviderConfig;
-pub use runner::{ControllerConfig, check_crds, run_controllers};
+pub use runner::{ControllerConfig, check_crds, client_from, run_controllers};
