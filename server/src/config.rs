@@ -25,11 +25,33 @@ pub enum Command {
     Serve,
     /// Validate the configuration and reach the database, then exit.
     CheckConfig,
+    /// Run the claim and pool controllers alone (leader-elected), until SIGINT/SIGTERM.
+    Controllers(ControllersArgs),
     /// Administration from the server's shell.
     Admin {
         #[command(subcommand)]
         command: AdminCommand,
     },
+}
+
+/// Options of `banlieue-console controllers`.
+#[derive(Debug, Clone, Args)]
+pub struct ControllersArgs {
+    /// Kubeconfig file [default: KUBECONFIG, ~/.kube/config, then the in-cluster account].
+    #[arg(long, env = "BANLIEUE_KUBECONFIG")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Namespace to watch [default: all namespaces].
+    #[arg(long, env = "BANLIEUE_WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+    /// Namespace of the leader-election Lease [default: the client's namespace].
+    #[arg(long, env = "BANLIEUE_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// This replica's identity in the Lease [default: HOSTNAME and process id].
+    #[arg(long, env = "BANLIEUE_CONTROLLER_IDENTITY")]
+    pub identity: Option<String>,
+    /// Also run the simulated provider (development: VMs Ready after 2 s, no hypervisor).
+    #[arg(long, env = "BANLIEUE_SIMULATED_PROVIDER")]
+    pub simulated_provider: bool,
 }
 
 #[derive(Debug, Subcommand)]

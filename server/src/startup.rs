@@ -131,6 +131,29 @@ async fn maintain_issuer(issuer: Arc<Issuer>) {
     }
 }
 
+/// Runs the controllers alone under leader election until SIGINT or SIGTERM.
+pub async fn run_controllers(args: crate::config::ControllersArgs) -> anyhow::Result<()> {
+    let client = cluster::client_from(args.kubeconfig.as_deref())
+        .await
+        .context("cannot reach the cluster (BANLIEUE_KUBECONFIG / KUBECONFIG)")?;
+    let identity = args.identity.unwrap_or_else(|| {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "banlieue-console".into());
+        format!("{host}-{}", std::process::id())
+    });
+    let lease_namespace = args
+        .lease_namespace
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let mut config = cluster::ControllerConfig::new(lease_namespace, identity);
+    config.namespace = args.watch_namespace;
+    if args.simulated_provider {
+        config.simulated_provider = Some(cluster::SimulatedProviderConfig::default());
+    }
+    let shutdown = shutdown_signal().context("cannot install signal handlers")?;
+    let metrics = Arc::new(cluster::Metrics::default());
+    cluster::run_controllers(client, config, metrics, shutdown).await?;
+    Ok(())
+}
+
 /// Leptos' options: the site cargo-leptos builds (`target/site`, or `LEPTOS_SITE_ROOT`,
 /// which cargo-leptos sets when it runs the server) and our listen address.
 pub fn leptos_options(config: &Config) -> LeptosOptions {

@@ -2,6 +2,7 @@
 //!
 //! Every type here validates on construction, so holding a value proves it is well formed.
 
+pub mod claim;
 mod names;
 mod password;
 mod user;

@@ -725,7 +725,8 @@ fn update_inner(
             }],
         ));
     }
-    if !applied && !ctx.field_manager.is_empty() {
+    if !applied {
+        // Even a write without a manager removes fields from their owners.
         crate::apply::track_update(def, subresource, Some(&old), &mut new, &ctx.field_manager);
     }
     if def.has_generation

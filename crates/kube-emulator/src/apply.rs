@@ -663,7 +663,8 @@ fn conflict_error(all: &[Entry], conflicts: &[(usize, FieldPath)]) -> ApiError {
 
 /// Records a non-apply write (create, update, patch) by `manager`: the fields it added or
 /// changed become its own (`operation: Update`) and leave other managers; fields it
-/// removed leave every manager. `new` carries the `managedFields` to start from.
+/// removed leave every manager. A write without a manager (empty name) owns nothing but
+/// still frees what it removed. `new` carries the `managedFields` to start from.
 pub fn track_update(
     def: &ResourceDef,
     subresource: &str,
@@ -710,7 +711,7 @@ pub fn track_update(
             e.changed = true;
         }
         Some(_) => {}
-        None if !changed.is_empty() => all.push(Entry {
+        None if !changed.is_empty() && !manager.is_empty() => all.push(Entry {
             manager: manager.to_string(),
             operation: "Update".into(),
             api_version,

@@ -629,6 +629,18 @@ async fn server_side_apply_tracks_managers_conflicts_and_removals() {
         .filter_map(|m| m.manager)
         .collect();
     assert!(managers.contains(&"beta".to_string()), "{managers:?}");
+    // A plain patch that removes beta's fields frees them: another manager may apply them
+    // (what a Lease release followed by a new holder's apply does).
+    cms.patch(
+        "ssa",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"a": null, "c": null}})),
+    )
+    .await
+    .unwrap();
+    apply("gamma", false, json!({"a": "5", "c": "6"}))
+        .await
+        .expect("removed fields have no owner left to conflict with");
     emu.shutdown().await;
 }
 

@@ -1,0 +1,517 @@
+//! The claim controller (SPEC §6, claim design seed sections 3–5): binds a Ready member to
+//! each `VirtualMachineClaim`, holds it, and releases it on deletion or expiry.
+//!
+//! Each pass reads a snapshot, asks [`banlieue_domain::claim::next_step`] what to do, and
+//! does exactly that one thing. Every write is safe to repeat: the member patch carries a
+//! `resourceVersion` precondition (the API server is the only serialisation point), a bind
+//! interrupted between the member patch and the status write is finished from the member
+//! (its `banlieue.io/bound-at` annotation keeps the original bind instant), and status is
+//! written only when it differs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use banlieue_domain::claim::{
+    ClaimPhase, ClaimSnapshot, ClaimStep, Member, ReleaseReason, WaitReason, next_step,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, Preconditions, PropagationPolicy};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use crate::convert::{self, from_time, parse_rfc3339, rfc3339, to_time};
+use crate::crd::{
+    BOUND_AT_ANNOTATION, CLAIM_FINALIZER, CLAIM_LABEL, POOL_LABEL, SUBJECT_ID_ANNOTATION,
+    SUBJECT_ISSUER_ANNOTATION, VirtualMachine, VirtualMachineAddress, VirtualMachineClaim,
+    VirtualMachineClaimStatus, VirtualMachinePool,
+};
+use crate::error::{Error, is_status};
+use crate::metrics::Metrics;
+
+/// Requeue after losing a bind race (409 on the member patch): pick again.
+pub const BIND_CONFLICT_REQUEUE: Duration = Duration::from_secs(1);
+/// Requeue of a Pending claim: the shortest in the controller, a human is waiting.
+pub const PENDING_REQUEUE: Duration = Duration::from_secs(3);
+/// Requeue while a released member is still terminating.
+pub const RELEASE_REQUEUE: Duration = Duration::from_secs(1);
+/// Longest sleep of a Bound claim between passes (it also wakes at `expiresAt`).
+pub const HOLD_REQUEUE_MAX: Duration = Duration::from_secs(300);
+
+/// What a claim reconcile may touch.
+#[derive(Clone)]
+pub struct ClaimContext {
+    /// API client (the controller's own identity).
+    pub client: Client,
+    /// Cache of `VirtualMachine`s: candidates for binding (stale reads are safe, the bind
+    /// carries a resourceVersion precondition).
+    pub members: Store<VirtualMachine>,
+    /// Cache of `VirtualMachinePool`s: the current image revision.
+    pub pools: Store<VirtualMachinePool>,
+    /// Members this process just picked (bound, or lost a race on): see [`RecentBinds`].
+    pub recent_binds: Arc<RecentBinds>,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+}
+
+/// Members this process has just picked for a bind, keyed by `(namespace, name)`, with the
+/// `resourceVersion` the cache showed then. Until the cache shows another version, that
+/// cached copy is known to be stale (the patch changed it, or someone else did and we got
+/// 409), so other passes skip it instead of every Pending claim racing for the same best
+/// member. Only a throughput aid: correctness rests on the resourceVersion precondition.
+#[derive(Debug, Default)]
+pub struct RecentBinds(std::sync::Mutex<std::collections::HashMap<(String, String), String>>);
+
+impl RecentBinds {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(String, String), String>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn forget(&self, namespace: &str, name: &str) {
+        self.lock().remove(&(namespace.to_owned(), name.to_owned()));
+    }
+}
+
+fn missing(field: &'static str) -> Error {
+    Error::MissingField {
+        kind: "VirtualMachineClaim",
+        field,
+    }
+}
+
+/// One reconcile pass of a claim. Public so tests can drive passes directly, e.g. with a
+/// stale claim object and a frozen cache.
+///
+/// Errors: API failures other than the expected 404/409, which are turned into requeues.
+pub async fn reconcile_claim(
+    claim: Arc<VirtualMachineClaim>,
+    ctx: Arc<ClaimContext>,
+) -> Result<Action, Error> {
+    Metrics::inc(&ctx.metrics.reconciles);
+    let namespace = claim.namespace().ok_or_else(|| missing("namespace"))?;
+    let name = claim.name_any();
+    let uid = claim.uid().ok_or_else(|| missing("uid"))?;
+    let claims: Api<VirtualMachineClaim> = Api::namespaced(ctx.client.clone(), &namespace);
+    let vms: Api<VirtualMachine> = Api::namespaced(ctx.client.clone(), &namespace);
+    let deleting = claim.metadata.deletion_timestamp.is_some();
+    let has_finalizer = claim.finalizers().iter().any(|f| f == CLAIM_FINALIZER);
+    if deleting && !has_finalizer {
+        return Ok(Action::await_change());
+    }
+    if !deleting && !has_finalizer {
+        let mut finalizers = claim.finalizers().to_vec();
+        finalizers.push(CLAIM_FINALIZER.to_owned());
+        let patch = json!({"metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": claim.resource_version(),
+        }});
+        Metrics::inc(&ctx.metrics.claim_writes);
+        match claims
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if is_status(&e, 409) => return Ok(Action::requeue(BIND_CONFLICT_REQUEUE)),
+            Err(e) if is_status(&e, 404) => return Ok(Action::await_change()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+
+    let status = claim.status.clone().unwrap_or_default();
+    let reference = status.virtual_machine_ref.as_deref();
+    let held_vm = find_held(&vms, &name, &uid, reference).await?;
+    let held = held_vm.as_ref().map(convert::member);
+    let pool = ctx
+        .pools
+        .get(&ObjectRef::new(&claim.spec.pool_ref).within(&namespace));
+    let now = convert::now();
+    let members: Vec<Member>;
+    let snapshot;
+    let step;
+    {
+        // One critical section from reading the cache to recording the pick, so two
+        // concurrent passes of this process never pick the same member.
+        let mut recent = ctx.recent_binds.lock();
+        recent.retain(|(ns, vm_name), stale_version| {
+            ctx.members
+                .get(&ObjectRef::new(vm_name).within(ns))
+                .is_some_and(|vm| vm.resource_version().as_ref() == Some(stale_version))
+        });
+        members = ctx
+            .members
+            .state()
+            .iter()
+            .filter(|vm| {
+                vm.namespace().as_deref() == Some(namespace.as_str())
+                    && vm.labels().get(POOL_LABEL) == Some(&claim.spec.pool_ref)
+                    && !recent.contains_key(&(namespace.clone(), vm.name_any()))
+            })
+            .map(|vm| convert::member(vm))
+            .collect();
+        snapshot = ClaimSnapshot {
+            uid: &uid,
+            deleting,
+            phase: parse_phase(status.phase.as_deref()),
+            expires_at: status.expires_at.as_ref().map(from_time),
+            virtual_machine_ref: reference,
+            held: held.as_ref(),
+            pool_image_revision: pool.as_ref().map(|p| Some(p.spec.image_revision.as_str())),
+            members: &members,
+        };
+        step = next_step(&snapshot, now);
+        if let ClaimStep::Bind {
+            member,
+            already_taken: false,
+        } = &step
+            && let Some(vm) = ctx
+                .members
+                .get(&ObjectRef::new(&member.name).within(&namespace))
+            && let Some(version) = vm.resource_version()
+        {
+            recent.insert((namespace.clone(), member.name.clone()), version);
+        }
+    }
+    tracing::debug!(claim = %name, %namespace, ?step, "claim step");
+    let writer = Writer {
+        claims: &claims,
+        claim: &claim,
+        status: &status,
+        metrics: &ctx.metrics,
+    };
+    match step {
+        ClaimStep::Release { reason } => release(&writer, &vms, held_vm.as_ref(), reason).await,
+        ClaimStep::Fail => {
+            let message = format!(
+                "VirtualMachine {} is gone; a claim is never rebound to another VM: delete \
+                 this claim and create a new one",
+                reference.unwrap_or("?")
+            );
+            writer
+                .status(
+                    ClaimPhase::Failed,
+                    Some("VirtualMachineGone"),
+                    Some(&message),
+                )
+                .await?;
+            Ok(Action::await_change())
+        }
+        ClaimStep::Hold { member } => {
+            let vm = held_vm.as_ref().filter(|vm| vm.name_any() == member.name);
+            let addresses = vm.map(addresses_of).unwrap_or_default();
+            if status.addresses != addresses || status.phase.as_deref() != Some("Bound") {
+                writer
+                    .patch_status(json!({"phase": "Bound", "addresses": addresses}))
+                    .await?;
+            }
+            Ok(hold_requeue(snapshot.expires_at, now))
+        }
+        ClaimStep::Bind {
+            member,
+            already_taken,
+        } => {
+            let vm = if already_taken {
+                held_vm.clone()
+            } else {
+                ctx.members
+                    .get(&ObjectRef::new(&member.name).within(&namespace))
+                    .map(|vm| (*vm).clone())
+            };
+            let Some(vm) = vm else {
+                return Ok(Action::requeue(BIND_CONFLICT_REQUEUE));
+            };
+            let result = bind(&writer, &vms, vm, already_taken, now).await;
+            if result.is_err() {
+                // Not a race: let later passes consider the member again.
+                ctx.recent_binds.forget(&namespace, &member.name);
+            }
+            result
+        }
+        ClaimStep::Wait { reason } => {
+            let message = match reason {
+                WaitReason::PoolNotFound => format!(
+                    "VirtualMachinePool {} does not exist in namespace {namespace}",
+                    claim.spec.pool_ref
+                ),
+                WaitReason::NoReadyMember => format!(
+                    "no Ready VirtualMachine is free in pool {}; waiting for the pool to \
+                     provide one",
+                    claim.spec.pool_ref
+                ),
+            };
+            writer
+                .status(ClaimPhase::Pending, Some(reason.as_str()), Some(&message))
+                .await?;
+            Ok(Action::requeue(PENDING_REQUEUE))
+        }
+    }
+}
+
+/// Error policy of the claim controller: count and retry soon.
+pub(crate) fn claim_error_policy(
+    _claim: Arc<VirtualMachineClaim>,
+    error: &Error,
+    ctx: Arc<ClaimContext>,
+) -> Action {
+    Metrics::inc(&ctx.metrics.reconcile_errors);
+    tracing::warn!(%error, "claim reconcile failed");
+    Action::requeue(Duration::from_secs(5))
+}
+
+fn parse_phase(phase: Option<&str>) -> Option<ClaimPhase> {
+    match phase? {
+        "Pending" => Some(ClaimPhase::Pending),
+        "Bound" => Some(ClaimPhase::Bound),
+        "Releasing" => Some(ClaimPhase::Releasing),
+        "Failed" => Some(ClaimPhase::Failed),
+        _ => None,
+    }
+}
+
+fn addresses_of(vm: &VirtualMachine) -> Vec<VirtualMachineAddress> {
+    vm.status
+        .as_ref()
+        .map(|s| s.addresses.clone())
+        .unwrap_or_default()
+}
+
+fn hold_requeue(expires_at: Option<OffsetDateTime>, now: OffsetDateTime) -> Action {
+    let until = expires_at
+        .map(|at| (at - now).unsigned_abs())
+        .unwrap_or(HOLD_REQUEUE_MAX);
+    Action::requeue(until.clamp(Duration::from_millis(200), HOLD_REQUEUE_MAX))
+}
+
+/// The member this claim holds, read from the API server (never the cache): the one named
+/// by `status.virtualMachineRef` when set, else any member whose ownerReference is this
+/// claim (a bind whose status write has not landed or is not visible yet).
+async fn find_held(
+    vms: &Api<VirtualMachine>,
+    name: &str,
+    uid: &str,
+    reference: Option<&str>,
+) -> Result<Option<VirtualMachine>, Error> {
+    if let Some(reference) = reference {
+        return Ok(vms.get_opt(reference).await?);
+    }
+    let selector = format!("{CLAIM_LABEL}={name}");
+    let list = vms.list(&ListParams::default().labels(&selector)).await?;
+    Ok(list
+        .items
+        .into_iter()
+        .find(|vm| convert::owning_claim_uid(vm).as_deref() == Some(uid)))
+}
+
+struct Writer<'a> {
+    claims: &'a Api<VirtualMachineClaim>,
+    claim: &'a VirtualMachineClaim,
+    status: &'a VirtualMachineClaimStatus,
+    metrics: &'a Metrics,
+}
+
+impl Writer<'_> {
+    async fn patch_status(&self, status: Value) -> Result<(), Error> {
+        Metrics::inc(&self.metrics.claim_writes);
+        match self
+            .claims
+            .patch_status(
+                &self.claim.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": status })),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Writes phase, reason and message unless they already hold these values.
+    async fn status(
+        &self,
+        phase: ClaimPhase,
+        reason: Option<&str>,
+        message: Option<&str>,
+    ) -> Result<(), Error> {
+        if self.status.phase.as_deref() == Some(phase.as_str())
+            && self.status.reason.as_deref() == reason
+            && self.status.message.as_deref() == message
+        {
+            return Ok(());
+        }
+        self.patch_status(json!({"phase": phase.as_str(), "reason": reason, "message": message}))
+            .await
+    }
+}
+
+/// Takes `vm` for the claim (unless `already_taken`), then records the bind in the claim's
+/// status with `boundAt` and `expiresAt = boundAt + ttlSeconds`.
+async fn bind(
+    writer: &Writer<'_>,
+    vms: &Api<VirtualMachine>,
+    vm: VirtualMachine,
+    already_taken: bool,
+    now: OffsetDateTime,
+) -> Result<Action, Error> {
+    let claim = writer.claim;
+    let member_name = vm.name_any();
+    let (vm, bound_at) = if already_taken {
+        let bound_at = vm
+            .annotations()
+            .get(BOUND_AT_ANNOTATION)
+            .and_then(|t| parse_rfc3339(t))
+            .unwrap_or(now);
+        (vm, bound_at)
+    } else {
+        let owner = OwnerReference {
+            api_version: VirtualMachineClaim::api_version(&()).into_owned(),
+            kind: VirtualMachineClaim::kind(&()).into_owned(),
+            name: claim.name_any(),
+            uid: claim.uid().ok_or_else(|| missing("uid"))?,
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        };
+        let patch = json!({"metadata": {
+            "resourceVersion": vm.resource_version(),
+            "labels": {CLAIM_LABEL: claim.name_any()},
+            "annotations": {
+                SUBJECT_ISSUER_ANNOTATION: claim.spec.subject.issuer,
+                SUBJECT_ID_ANNOTATION: claim.spec.subject.id,
+                BOUND_AT_ANNOTATION: rfc3339(now),
+            },
+            "ownerReferences": [owner],
+        }});
+        Metrics::inc(&writer.metrics.claim_writes);
+        match vms
+            .patch(&member_name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(patched) => {
+                Metrics::inc(&writer.metrics.binds);
+                (patched, now)
+            }
+            Err(e) if is_status(&e, 409) || is_status(&e, 404) => {
+                Metrics::inc(&writer.metrics.bind_conflicts);
+                tracing::debug!(claim = %claim.name_any(), member = %member_name, "lost the bind race");
+                return Ok(Action::requeue(BIND_CONFLICT_REQUEUE));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let expires_at = bound_at + time::Duration::seconds(i64::from(claim.spec.ttl_seconds));
+    writer
+        .patch_status(json!({
+            "phase": "Bound",
+            "reason": null,
+            "message": null,
+            "virtualMachineRef": member_name,
+            "boundAt": to_time(bound_at),
+            "expiresAt": to_time(expires_at),
+            "addresses": addresses_of(&vm),
+        }))
+        .await?;
+    Ok(hold_requeue(Some(expires_at), now))
+}
+
+/// Destroys the held member, waits until it is gone from the API server, then lets the
+/// claim go: drops the finalizer of a deleted claim, deletes an expired one (seed section
+/// 5: the ordering is the guarantee).
+async fn release(
+    writer: &Writer<'_>,
+    vms: &Api<VirtualMachine>,
+    held: Option<&VirtualMachine>,
+    reason: ReleaseReason,
+) -> Result<Action, Error> {
+    let claim = writer.claim;
+    let uid = claim.uid().ok_or_else(|| missing("uid"))?;
+    let ours = held.filter(|vm| convert::owning_claim_uid(vm).as_deref() == Some(uid.as_str()));
+    let gone = match ours {
+        None => true,
+        Some(vm) if vm.metadata.deletion_timestamp.is_some() => false,
+        Some(vm) => {
+            let params = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                preconditions: Some(Preconditions {
+                    uid: vm.uid(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            Metrics::inc(&writer.metrics.claim_writes);
+            match vms.delete(&vm.name_any(), &params).await {
+                // What DELETE answers for a custom resource does not say whether it is
+                // gone yet (a provider finalizer may hold it): ask.
+                Ok(_) => vms
+                    .get_opt(&vm.name_any())
+                    .await?
+                    .is_none_or(|now| now.uid() != vm.uid()),
+                Err(e) if is_status(&e, 404) || is_status(&e, 409) => true,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    };
+    let message = match reason {
+        ReleaseReason::Released => "the claim was deleted; its VirtualMachine is being destroyed",
+        ReleaseReason::Expired => {
+            "ttlSeconds elapsed since the bind; the VirtualMachine is being destroyed"
+        }
+    };
+    let claim_deleted = claim.metadata.deletion_timestamp.is_some();
+    if !gone {
+        writer
+            .status(ClaimPhase::Releasing, Some(reason.as_str()), Some(message))
+            .await?;
+        return Ok(Action::requeue(RELEASE_REQUEUE));
+    }
+    if !claim_deleted {
+        // Expired: an expired claim must not look like a live hold on a VM that is gone.
+        writer
+            .status(ClaimPhase::Releasing, Some(reason.as_str()), Some(message))
+            .await?;
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        Metrics::inc(&writer.metrics.claim_writes);
+        match writer.claims.delete(&claim.name_any(), &params).await {
+            Ok(_) => {}
+            Err(e) if is_status(&e, 404) || is_status(&e, 409) => {}
+            Err(e) => return Err(e.into()),
+        }
+        // The deletion comes back as a watch event; the pass that sees it drops the finalizer.
+        return Ok(Action::requeue(RELEASE_REQUEUE));
+    }
+    let finalizers: Vec<&String> = claim
+        .finalizers()
+        .iter()
+        .filter(|f| f.as_str() != CLAIM_FINALIZER)
+        .collect();
+    let patch = json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": claim.resource_version(),
+    }});
+    Metrics::inc(&writer.metrics.claim_writes);
+    match writer
+        .claims
+        .patch(
+            &claim.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(Action::await_change()),
+        Err(e) if is_status(&e, 404) => Ok(Action::await_change()),
+        Err(e) if is_status(&e, 409) => Ok(Action::requeue(RELEASE_REQUEUE)),
+        Err(e) => Err(e.into()),
+    }
+}

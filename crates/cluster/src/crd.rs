@@ -1,0 +1,273 @@
+//! The `banlieue.io/v1alpha1` custom resources (SPEC §6): `VirtualMachinePool`,
+//! `VirtualMachine` (a pool member) and `VirtualMachineClaim`.
+//!
+//! The CRD manifests in `charts/banlieue-console/crds/` are generated from these types by
+//! the `crdgen` binary ([`crd_manifests`]); a test fails when they are stale.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use kube::CustomResourceExt;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of every banlieue resource.
+pub const GROUP: &str = "banlieue.io";
+/// Label on a member naming its pool.
+pub const POOL_LABEL: &str = "banlieue.io/pool";
+/// Label on a member naming the claim that holds it (set by a bind).
+pub const CLAIM_LABEL: &str = "banlieue.io/claim";
+/// Annotation on a bound member: the claim subject's issuer.
+pub const SUBJECT_ISSUER_ANNOTATION: &str = "banlieue.io/claim-subject-issuer";
+/// Annotation on a bound member: the claim subject's id (raw, unprefixed).
+pub const SUBJECT_ID_ANNOTATION: &str = "banlieue.io/claim-subject-id";
+/// Annotation on a bound member: the bind instant (RFC 3339), so a bind finished in a
+/// later pass keeps its original `boundAt` and the TTL is never extended.
+pub const BOUND_AT_ANNOTATION: &str = "banlieue.io/bound-at";
+/// The claim controller's finalizer.
+pub const CLAIM_FINALIZER: &str = "banlieue.io/claim-protection";
+
+/// A pool of warm sandbox VMs of one template.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "banlieue.io",
+    version = "v1alpha1",
+    kind = "VirtualMachinePool",
+    doc = "A pool of warm sandbox VMs of one template.",
+    namespaced,
+    status = "VirtualMachinePoolStatus",
+    shortname = "vmpool",
+    category = "banlieue",
+    printcolumn(name = "Warm", type_ = "integer", json_path = ".spec.warmReplicas"),
+    printcolumn(name = "Max", type_ = "integer", json_path = ".spec.maxReplicas"),
+    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyReplicas"),
+    printcolumn(
+        name = "Claimed",
+        type_ = "integer",
+        json_path = ".status.claimedReplicas"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachinePoolSpec {
+    /// How many Ready, unclaimed members to keep.
+    pub warm_replicas: u32,
+    /// Upper bound on members, counting claimed, provisioning and terminating ones.
+    pub max_replicas: u32,
+    /// The image revision new members run; unclaimed members of another revision are
+    /// replaced.
+    pub image_revision: String,
+    /// What each member looks like.
+    pub template: VirtualMachineTemplate,
+    /// The provider that creates the VMs (e.g. `simulated`).
+    pub provider_ref: String,
+    /// Seconds a member may stay not Ready before the pool reports that it is not
+    /// progressing (condition `Progressing=False`). Default 600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_deadline_seconds: Option<u32>,
+}
+
+/// The shape of a member VM.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineTemplate {
+    /// Virtual CPUs.
+    pub cpu: u32,
+    /// Memory as a Kubernetes quantity, e.g. `4Gi`.
+    pub memory: String,
+    /// Image reference the provider boots.
+    pub image: String,
+}
+
+/// Observed state of a pool.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachinePoolStatus {
+    /// Ready, unclaimed members.
+    #[serde(default)]
+    pub ready_replicas: u32,
+    /// Members held by a claim.
+    #[serde(default)]
+    pub claimed_replicas: u32,
+    /// All members, including provisioning and terminating ones.
+    #[serde(default)]
+    pub replicas: u32,
+    /// `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Progressing`: whether the pool is reaching `warmReplicas`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// A sandbox VM: a pool member, later held by a claim.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "banlieue.io",
+    version = "v1alpha1",
+    kind = "VirtualMachine",
+    doc = "A sandbox VM: a pool member, later held by a claim.",
+    namespaced,
+    status = "VirtualMachineStatus",
+    shortname = "vm",
+    category = "banlieue",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(
+        name = "Pool",
+        type_ = "string",
+        json_path = ".metadata.labels.banlieue\\.io/pool"
+    ),
+    printcolumn(
+        name = "Claim",
+        type_ = "string",
+        json_path = ".metadata.labels.banlieue\\.io/claim"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineSpec {
+    /// Copied from the pool's template when the member is created.
+    pub template: VirtualMachineTemplate,
+    /// The pool's `imageRevision` when the member was created.
+    pub image_revision: String,
+    /// The provider that owns the VM.
+    pub provider_ref: String,
+}
+
+/// Observed state of a VM, written by its provider.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineStatus {
+    /// `Provisioning`, `Ready` or `Failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// When the VM last became Ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_since: Option<Time>,
+    /// Network addresses of the VM.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<VirtualMachineAddress>,
+    /// The image revision the VM actually runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_revision: Option<String>,
+    /// EK certificates of the VM's vTPM (PEM), published opaque (ADR-0045).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tpm_endorsement_certificates: Vec<String>,
+    /// Human-readable detail from the provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// One address of a VM (same shape as a Node's `status.addresses` entries).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct VirtualMachineAddress {
+    /// `InternalIP`, `ExternalIP` or `Hostname`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The address.
+    pub address: String,
+}
+
+/// A request for one sandbox VM from a pool, for a subject, for `ttlSeconds` from bind.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "banlieue.io",
+    version = "v1alpha1",
+    kind = "VirtualMachineClaim",
+    doc = "A request for one sandbox VM from a pool, for a subject, for ttlSeconds from bind.",
+    namespaced,
+    status = "VirtualMachineClaimStatus",
+    shortname = "vmclaim",
+    category = "banlieue",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Pool", type_ = "string", json_path = ".spec.poolRef"),
+    printcolumn(name = "Subject", type_ = "string", json_path = ".spec.subject.id"),
+    printcolumn(name = "VM", type_ = "string", json_path = ".status.virtualMachineRef"),
+    printcolumn(
+        name = "Expires",
+        type_ = "string",
+        description = "When the claim and its VM are released (RFC 3339)",
+        json_path = ".status.expiresAt"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineClaimSpec {
+    /// Name of the `VirtualMachinePool` in the claim's namespace. Immutable (admission).
+    pub pool_ref: String,
+    /// Lifetime in seconds, counted from the bind instant, never extended. Immutable.
+    #[schemars(range(min = 1))]
+    pub ttl_seconds: u32,
+    /// Whom the sandbox is handed to. Immutable; checked against the caller at creation.
+    pub subject: ClaimSubject,
+}
+
+/// The identity a sandbox is attributed to: the raw subject as a token of `issuer`
+/// carries it (no Kubernetes username prefix).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct ClaimSubject {
+    /// OIDC issuer URL.
+    pub issuer: String,
+    /// The subject's id at that issuer.
+    pub id: String,
+}
+
+/// Observed state of a claim, written by the claim controller.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineClaimStatus {
+    /// `Pending`, `Bound`, `Releasing` or `Failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Machine-readable cause of the phase (`NoReadyMember`, `Expired`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Human-readable detail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Name of the bound `VirtualMachine`; never changes once set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtual_machine_ref: Option<String>,
+    /// The bind instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_at: Option<Time>,
+    /// `boundAt + spec.ttlSeconds`: when the claim and its VM are released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Time>,
+    /// The bound VM's addresses, mirrored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<VirtualMachineAddress>,
+}
+
+/// The three CRD manifests as YAML documents, keyed by file name
+/// (`<plural>.banlieue.io.yaml`), in a stable order.
+///
+/// Errors: YAML serialization (not expected for these types).
+pub fn crd_manifests() -> Result<Vec<(String, String)>, serde_yaml::Error> {
+    let crds = [
+        VirtualMachinePool::crd(),
+        VirtualMachine::crd(),
+        VirtualMachineClaim::crd(),
+    ];
+    crds.into_iter()
+        .map(|crd| {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            let yaml = serde_yaml::to_string(&crd)?;
+            Ok((
+                format!("{name}.yaml"),
+                format!("# Generated by `cargo run -p banlieue-cluster --bin crdgen`; do not edit.\n{yaml}"),
+            ))
+        })
+        .collect()
+}

@@ -1,0 +1,20 @@
+//! banlieue's Kubernetes side (SPEC §6): the `banlieue.io/v1alpha1` custom resources, the
+//! claim and pool controllers, the simulated provider, and [`run_controllers`], which runs
+//! them under leader election.
+//!
+//! The rules the claim controller follows are pure functions in
+//! [`banlieue_domain::claim`]; this crate does the I/O around them.
+
+pub mod claim;
+mod convert;
+pub mod crd;
+mod error;
+mod metrics;
+pub mod pool;
+pub mod provider;
+mod runner;
+
+pub use error::Error;
+pub use metrics::Metrics;
+pub use provider::SimulatedProviderConfig;
+pub use runner::{ControllerConfig, check_crds, client_from, run_controllers};

@@ -1,0 +1,176 @@
+//! The `simulated` provider (SPEC §6): stands in for a hypervisor during development and
+//! tests. It takes `VirtualMachine`s whose `spec.providerRef` is `simulated`, holds its own
+//! finalizer on them, moves them Provisioning → Ready after a configurable delay with fake
+//! addresses, and on deletion removes its finalizer after another configurable delay (the
+//! "VM destroyed" moment).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+
+use crate::convert::{self, from_time, to_time};
+use crate::crd::VirtualMachine;
+use crate::error::{Error, is_status};
+use crate::metrics::Metrics;
+
+/// `spec.providerRef` served by this provider.
+pub const SIMULATED_PROVIDER: &str = "simulated";
+/// Finalizer the simulated provider holds until the (fake) VM is destroyed.
+pub const PROVIDER_FINALIZER: &str = "banlieue.io/simulated-provider";
+
+/// Timings of the simulated provider.
+#[derive(Debug, Clone)]
+pub struct SimulatedProviderConfig {
+    /// From creation to Ready; `None` keeps VMs Provisioning forever (a broken backend).
+    pub ready_after: Option<Duration>,
+    /// From the deletion request to the finalizer's removal.
+    pub destroy_after: Duration,
+}
+
+impl Default for SimulatedProviderConfig {
+    /// Ready after 2 s, destroyed after 1 s.
+    fn default() -> Self {
+        Self {
+            ready_after: Some(Duration::from_secs(2)),
+            destroy_after: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What a provider reconcile may touch.
+#[derive(Clone)]
+pub struct ProviderContext {
+    /// API client.
+    pub client: Client,
+    /// Timings.
+    pub config: SimulatedProviderConfig,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+}
+
+/// One reconcile pass of the simulated provider for one VM.
+///
+/// Errors: API failures other than the expected 404/409.
+pub async fn reconcile_vm(
+    vm: Arc<VirtualMachine>,
+    ctx: Arc<ProviderContext>,
+) -> Result<Action, Error> {
+    if vm.spec.provider_ref != SIMULATED_PROVIDER {
+        return Ok(Action::await_change());
+    }
+    Metrics::inc(&ctx.metrics.reconciles);
+    let namespace = vm.namespace().ok_or(Error::MissingField {
+        kind: "VirtualMachine",
+        field: "namespace",
+    })?;
+    let name = vm.name_any();
+    let api: Api<VirtualMachine> = Api::namespaced(ctx.client.clone(), &namespace);
+    let has_finalizer = vm.finalizers().iter().any(|f| f == PROVIDER_FINALIZER);
+    let now = convert::now();
+    let write = |patch: serde_json::Value, status: bool| {
+        let api = api.clone();
+        let name = name.clone();
+        let metrics = ctx.metrics.clone();
+        async move {
+            Metrics::inc(&metrics.provider_writes);
+            let params = PatchParams::default();
+            let result = if status {
+                api.patch_status(&name, &params, &Patch::Merge(&patch))
+                    .await
+            } else {
+                api.patch(&name, &params, &Patch::Merge(&patch)).await
+            };
+            match result {
+                Ok(_) => Ok(true),
+                Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(false),
+                Err(e) => Err(Error::from(e)),
+            }
+        }
+    };
+
+    if let Some(deleted_at) = &vm.metadata.deletion_timestamp {
+        if !has_finalizer {
+            return Ok(Action::await_change());
+        }
+        let elapsed = (now - from_time(deleted_at)).unsigned_abs();
+        if elapsed < ctx.config.destroy_after {
+            return Ok(Action::requeue(ctx.config.destroy_after - elapsed));
+        }
+        let finalizers: Vec<&String> = vm
+            .finalizers()
+            .iter()
+            .filter(|f| f.as_str() != PROVIDER_FINALIZER)
+            .collect();
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": vm.resource_version()}});
+        return Ok(if write(patch, false).await? {
+            Action::await_change()
+        } else {
+            Action::requeue(Duration::from_millis(200))
+        });
+    }
+    if !has_finalizer {
+        let mut finalizers = vm.finalizers().to_vec();
+        finalizers.push(PROVIDER_FINALIZER.to_owned());
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": vm.resource_version()}});
+        if !write(patch, false).await? {
+            return Ok(Action::requeue(Duration::from_millis(200)));
+        }
+    }
+    let phase = vm.status.as_ref().and_then(|s| s.phase.as_deref());
+    match phase {
+        None => {
+            write(json!({"status": {"phase": "Provisioning"}}), true).await?;
+        }
+        Some("Provisioning") => {}
+        Some(_) => return Ok(Action::await_change()),
+    }
+    let Some(ready_after) = ctx.config.ready_after else {
+        return Ok(Action::await_change());
+    };
+    let age = vm
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| (now - from_time(t)).unsigned_abs())
+        .unwrap_or_default();
+    if age < ready_after {
+        return Ok(Action::requeue(ready_after - age));
+    }
+    let patch = json!({"status": {
+        "phase": "Ready",
+        "readySince": to_time(now),
+        "imageRevision": vm.spec.image_revision,
+        "addresses": [{"type": "InternalIP", "address": fake_address(&vm)}],
+        "message": "simulated VM",
+    }});
+    write(patch, true).await?;
+    Ok(Action::await_change())
+}
+
+/// Error policy of the provider: count and retry soon.
+pub(crate) fn provider_error_policy(
+    _vm: Arc<VirtualMachine>,
+    error: &Error,
+    ctx: Arc<ProviderContext>,
+) -> Action {
+    Metrics::inc(&ctx.metrics.reconcile_errors);
+    tracing::warn!(%error, "simulated provider reconcile failed");
+    Action::requeue(Duration::from_secs(2))
+}
+
+/// A stable fake address in 10.0.0.0/8 derived from the VM's uid (FNV-1a).
+fn fake_address(vm: &VirtualMachine) -> String {
+    let hash = vm
+        .uid()
+        .unwrap_or_default()
+        .bytes()
+        .fold(0x811c_9dc5_u32, |h, b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        });
+    let [_, a, b, c] = hash.to_be_bytes();
+    format!("10.{a}.{b}.{}", c.max(1))
+}

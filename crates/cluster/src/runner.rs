@@ -1,0 +1,353 @@
+//! Running the controllers: CRD check, leader election with a `coordination.k8s.io/v1`
+//! Lease (so two replicas never both reconcile), and graceful shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::ListParams;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::{Api, Client, CustomResourceExt, Resource, ResourceExt};
+use kube_lease_manager::LeaseManagerBuilder;
+use tokio::sync::watch;
+
+use crate::claim::{ClaimContext, claim_error_policy, reconcile_claim};
+use crate::crd::{POOL_LABEL, VirtualMachine, VirtualMachineClaim, VirtualMachinePool};
+use crate::error::{Error, is_status};
+use crate::metrics::Metrics;
+use crate::pool::{PoolContext, pool_error_policy, reconcile_pool};
+use crate::provider::{
+    ProviderContext, SimulatedProviderConfig, provider_error_policy, reconcile_vm,
+};
+
+/// How to run the controllers.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// Namespace to watch; `None` watches all namespaces.
+    pub namespace: Option<String>,
+    /// Namespace of the leader-election Lease (the console's own namespace).
+    pub lease_namespace: String,
+    /// Name of the Lease. Default `banlieue-console-controllers`.
+    pub lease_name: String,
+    /// This replica's identity in the Lease (`spec.holderIdentity`), unique per process,
+    /// e.g. the pod name.
+    pub identity: String,
+    /// Seconds a Lease stays valid after its last renewal. Default 15.
+    pub lease_duration_seconds: u64,
+    /// Seconds before expiry at which the holder renews (also the tolerated clock skew).
+    /// Default 5; must be smaller than `lease_duration_seconds`.
+    pub lease_grace_seconds: u64,
+    /// Longest interval between two passes of one pool. Default 10 s.
+    pub pool_resync: Duration,
+    /// Run the simulated provider too (development and tests).
+    pub simulated_provider: Option<SimulatedProviderConfig>,
+}
+
+impl ControllerConfig {
+    /// Defaults for everything but where the Lease lives and who this replica is.
+    pub fn new(lease_namespace: impl Into<String>, identity: impl Into<String>) -> Self {
+        Self {
+            namespace: None,
+            lease_namespace: lease_namespace.into(),
+            lease_name: "banlieue-console-controllers".into(),
+            identity: identity.into(),
+            lease_duration_seconds: 15,
+            lease_grace_seconds: 5,
+            pool_resync: Duration::from_secs(10),
+            simulated_provider: None,
+        }
+    }
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Fails with an actionable [`Error::CrdMissing`] when a banlieue CRD is not installed.
+///
+/// Errors: [`Error::CrdMissing`], or the API error of the probe.
+pub async fn check_crds(client: &Client, namespace: Option<&str>) -> Result<(), Error> {
+    let probes = [
+        (
+            api::<VirtualMachinePool>(client, namespace)
+                .list_metadata(&ListParams::default().limit(1))
+                .await
+                .err(),
+            VirtualMachinePool::crd_name(),
+        ),
+        (
+            api::<VirtualMachine>(client, namespace)
+                .list_metadata(&ListParams::default().limit(1))
+                .await
+                .err(),
+            VirtualMachine::crd_name(),
+        ),
+        (
+            api::<VirtualMachineClaim>(client, namespace)
+                .list_metadata(&ListParams::default().limit(1))
+                .await
+                .err(),
+            VirtualMachineClaim::crd_name(),
+        ),
+    ];
+    for (error, crd) in probes {
+        match error {
+            None => {}
+            Some(e) if is_status(&e, 404) => {
+                return Err(Error::CrdMissing { crd: crd.into() });
+            }
+            Some(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Runs the claim, pool and (when configured) simulated-provider controllers while this
+/// replica holds the leader Lease, until `shutdown` completes; then stops them, waits for
+/// reconciles in flight, and releases the Lease so another replica takes over at once.
+/// Losing the Lease stops the controllers and puts this replica back in the queue.
+///
+/// `metrics` is shared with the caller (e.g. the server's `/metrics`).
+///
+/// Errors: a missing CRD ([`Error::CrdMissing`], checked first), or the Lease could not be
+/// created or read ([`Error::Lease`]).
+pub async fn run_controllers(
+    client: Client,
+    config: ControllerConfig,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), Error> {
+    check_crds(&client, config.namespace.as_deref()).await?;
+    let manager = LeaseManagerBuilder::new(client.clone(), &config.lease_name)
+        .with_namespace(&config.lease_namespace)
+        .with_identity(&config.identity)
+        .with_duration(config.lease_duration_seconds)
+        .with_grace(config.lease_grace_seconds)
+        .build()
+        .await?;
+    let (mut leader, lease_task) = manager.watch().await;
+    tokio::pin!(shutdown);
+    let outcome = loop {
+        tokio::select! {
+            () = &mut shutdown => break Ok(()),
+            became = async { leader.wait_for(|leading| *leading).await.is_ok() } => {
+                if !became {
+                    break Err(Error::LeaseLost);
+                }
+            }
+        }
+        tracing::info!(identity = %config.identity, "holding the controllers' Lease: reconciling");
+        let (stop, stopped) = watch::channel(false);
+        let controllers = run_leading(client.clone(), &config, metrics.clone(), stopped);
+        tokio::pin!(controllers);
+        let lost = tokio::select! {
+            () = &mut controllers => false,
+            () = &mut shutdown => {
+                let _ = stop.send(true);
+                controllers.await;
+                break Ok(());
+            }
+            _ = async { leader.wait_for(|leading| !*leading).await.is_ok() } => true,
+        };
+        let _ = stop.send(true);
+        if lost {
+            tracing::warn!(identity = %config.identity, "lost the controllers' Lease: stopping");
+            controllers.await;
+        }
+    };
+    // Closing the channel makes the lease task release the Lease and end.
+    drop(leader);
+    match lease_task.await {
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => tracing::warn!(%error, "releasing the controllers' Lease failed"),
+        Err(error) => tracing::warn!(%error, "the leader-election task failed"),
+    }
+    tracing::info!("controllers stopped");
+    outcome
+}
+
+/// The controllers themselves, until `stopped` turns true.
+async fn run_leading(
+    client: Client,
+    config: &ControllerConfig,
+    metrics: Arc<Metrics>,
+    stopped: watch::Receiver<bool>,
+) {
+    let namespace = config.namespace.as_deref();
+    let stop_signal = move || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|s| *s).await.is_ok();
+        }
+    };
+    let watch_config = watcher::Config::default();
+
+    // Caches the claim controller picks from.
+    let (members, members_writer) = reflector::store();
+    let members_stream = reflector::reflector(
+        members_writer,
+        watcher(
+            api::<VirtualMachine>(&client, namespace),
+            watch_config.clone(),
+        ),
+    )
+    .default_backoff()
+    .applied_objects()
+    .take_until(stop_signal())
+    .for_each(|_| futures::future::ready(()));
+    let (pools, pools_writer) = reflector::store();
+    let pools_stream = reflector::reflector(
+        pools_writer,
+        watcher(
+            api::<VirtualMachinePool>(&client, namespace),
+            watch_config.clone(),
+        ),
+    )
+    .default_backoff()
+    .applied_objects()
+    .take_until(stop_signal())
+    .for_each(|_| futures::future::ready(()));
+
+    let claim_ctx = Arc::new(ClaimContext {
+        client: client.clone(),
+        members: members.clone(),
+        pools: pools.clone(),
+        recent_binds: Arc::default(),
+        metrics: metrics.clone(),
+    });
+    let claims_client = client.clone();
+    let claims_stop = stop_signal();
+    let claims = async move {
+        let client = claims_client;
+        // Do not decide from empty caches.
+        let _ = tokio::join!(members.wait_until_ready(), pools.wait_until_ready());
+        let controller = Controller::new(
+            api::<VirtualMachineClaim>(&client, namespace),
+            watch_config.clone(),
+        );
+        let claims_cache = controller.store();
+        controller
+            .watches(
+                api::<VirtualMachine>(&client, namespace),
+                watch_config.clone(),
+                move |vm: VirtualMachine| claims_to_wake(&claims_cache, &vm),
+            )
+            .graceful_shutdown_on(claims_stop)
+            .run(reconcile_claim, claim_error_policy, claim_ctx)
+            .for_each(|_| futures::future::ready(()))
+            .await;
+    };
+
+    let pool_ctx = Arc::new(PoolContext {
+        client: client.clone(),
+        resync: config.pool_resync,
+        metrics: metrics.clone(),
+    });
+    let pools_controller = Controller::new(
+        api::<VirtualMachinePool>(&client, namespace),
+        watcher::Config::default(),
+    )
+    .watches(
+        api::<VirtualMachine>(&client, namespace),
+        watcher::Config::default(),
+        |vm: VirtualMachine| {
+            let namespace = vm.namespace()?;
+            let pool = vm.labels().get(POOL_LABEL)?;
+            Some(ObjectRef::<VirtualMachinePool>::new(pool).within(&namespace))
+        },
+    )
+    .graceful_shutdown_on(stop_signal())
+    .run(reconcile_pool, pool_error_policy, pool_ctx)
+    .for_each(|_| futures::future::ready(()));
+
+    let provider = async {
+        if let Some(provider_config) = config.simulated_provider.clone() {
+            let ctx = Arc::new(ProviderContext {
+                client: client.clone(),
+                config: provider_config,
+                metrics: metrics.clone(),
+            });
+            Controller::new(
+                api::<VirtualMachine>(&client, namespace),
+                watcher::Config::default(),
+            )
+            .graceful_shutdown_on(stop_signal())
+            .run(reconcile_vm, provider_error_policy, ctx)
+            .for_each(|_| futures::future::ready(()))
+            .await;
+        }
+    };
+    tokio::join!(
+        members_stream,
+        pools_stream,
+        claims,
+        pools_controller,
+        provider
+    );
+}
+
+/// The claims a change of `vm` concerns: the claim that owns it (a vanished or terminating
+/// member moves its claim on), and, when `vm` is free to take, every unbound claim of its
+/// pool, so Pending claims bind as soon as a member is Ready rather than at their next
+/// 3-second retry.
+fn claims_to_wake(
+    claims: &reflector::Store<VirtualMachineClaim>,
+    vm: &VirtualMachine,
+) -> Vec<ObjectRef<VirtualMachineClaim>> {
+    let Some(namespace) = vm.namespace() else {
+        return Vec::new();
+    };
+    let mut wake: Vec<ObjectRef<VirtualMachineClaim>> = vm
+        .owner_references()
+        .iter()
+        .filter(|o| o.kind == "VirtualMachineClaim")
+        .map(|o| ObjectRef::new(&o.name).within(&namespace))
+        .collect();
+    if crate::convert::member(vm).is_available()
+        && let Some(pool) = vm.labels().get(POOL_LABEL)
+    {
+        wake.extend(
+            claims
+                .state()
+                .iter()
+                .filter(|c| {
+                    c.namespace().as_deref() == Some(namespace.as_str())
+                        && &c.spec.pool_ref == pool
+                        && c.status
+                            .as_ref()
+                            .is_none_or(|s| s.virtual_machine_ref.is_none())
+                })
+                .map(|c| ObjectRef::from_obj(c.as_ref())),
+        );
+    }
+    wake
+}
+
+/// A client for the controllers: from the kubeconfig file `kubeconfig` when given (the
+/// server's `BANLIEUE_KUBECONFIG`), else the usual inference (`KUBECONFIG`,
+/// `~/.kube/config`, then the in-cluster ServiceAccount).
+///
+/// Errors: the kubeconfig cannot be read or used, or no configuration is found.
+pub async fn client_from(kubeconfig: Option<&std::path::Path>) -> Result<Client, Error> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| Error::Config(e.to_string()))?,
+    };
+    Ok(Client::try_from(config)?)
+}

@@ -1,0 +1,243 @@
+//! The chart's ValidatingAdmissionPolicy (claim design seed, section 2: five validations),
+//! exercised as different impersonated users, and the controllers running as the console's
+//! ServiceAccount with the chart's RBAC.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+
+const DEX: &str = "https://dex.example.com";
+
+fn values() -> serde_yaml::Value {
+    let mut values = chart_values();
+    let policy = &mut values["claimSubjectPolicy"];
+    policy["issuers"] = format!("{ISSUER}\n\n  {DEX}  \n").into();
+    policy["brokers"] = "console:broker\n".into();
+    policy["usernamePrefix"] = "console:".into();
+    policy["issuerPrefixes"] = format!("{DEX}=github:\n").into();
+    values
+}
+
+async fn post(client: &Client, path: &str, body: Value) {
+    let req = http::Request::post(path)
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap())
+        .unwrap();
+    let _: Value = client.request(req).await.expect(path);
+}
+
+/// `console:developer` may create, change and delete claims (RBAC), like SPEC §5's role.
+async fn developer_role(admin: &Client) {
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    post(
+        admin,
+        &format!("{rbac}/clusterroles"),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "developer"},
+            "rules": [{"apiGroups": ["banlieue.io"], "resources": ["virtualmachineclaims"],
+                       "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]
+        }),
+    )
+    .await;
+    post(admin, &format!("{rbac}/clusterrolebindings"), json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "developer"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "developer"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "console:developer"}]
+    }))
+    .await;
+}
+
+fn claim_from(name: &str, issuer: &str, id: &str) -> cluster::crd::VirtualMachineClaim {
+    let mut c = claim(name, "p", 600, id);
+    c.spec.subject.issuer = issuer.into();
+    c
+}
+
+/// Expects a 403 from the policy carrying `message`.
+fn refused<T: std::fmt::Debug>(result: Result<T, kube::Error>, message: &str) {
+    match result {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(
+                (s.code, s.reason.as_str()),
+                (403, "Forbidden"),
+                "{}",
+                s.message
+            );
+            assert!(
+                s.message.contains(
+                    "ValidatingAdmissionPolicy 'banlieue-claim-subject' with binding \
+                     'banlieue-claim-subject' denied request"
+                ),
+                "{}",
+                s.message
+            );
+            assert!(
+                s.message.contains(message),
+                "{}\n  wanted: {message}",
+                s.message
+            );
+        }
+        other => panic!("expected the policy to refuse, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_claim_subject_policy() {
+    let (emu, admin) = start().await;
+    let values = values();
+    apply_template(&admin, "claim-subject-params.yaml", &values).await;
+    apply_template(&admin, "claim-subject-policy.yaml", &values).await;
+    apply_template(&admin, "controllers-rbac.yaml", &values).await;
+    developer_role(&admin).await;
+    let dev = ["console:developer", "system:authenticated"];
+    let alice = claims(&impersonating(&emu, "console:alice", &dev).await);
+    let broker = claims(&impersonating(&emu, "console:broker", &dev).await);
+    let octocat = claims(&impersonating(&emu, "github:octocat", &dev).await);
+    let console_octocat = claims(&impersonating(&emu, "console:octocat", &dev).await);
+    let pp = PostParams::default();
+
+    // 1. The subject is the caller (with the issuer's prefix) unless the caller is a broker.
+    alice
+        .create(&pp, &claim_from("mine", ISSUER, "alice"))
+        .await
+        .expect("a claim for oneself");
+    refused(
+        alice
+            .create(&pp, &claim_from("theirs", ISSUER, "bob"))
+            .await,
+        "spec.subject must be you: you are signed in as console:alice, but spec.subject.id bob \
+         of issuer https://console.example.com is the user console:bob; only a broker may \
+         claim a sandbox for someone else",
+    );
+    broker
+        .create(&pp, &claim_from("for-bob", ISSUER, "bob"))
+        .await
+        .expect("a broker claims for others");
+    octocat
+        .create(&pp, &claim_from("octo", DEX, "octocat"))
+        .await
+        .expect("the issuer's own prefix applies");
+    refused(
+        console_octocat
+            .create(&pp, &claim_from("octo2", DEX, "octocat"))
+            .await,
+        "is the user github:octocat",
+    );
+
+    // 2. The issuer is allowlisted (brokers included).
+    refused(
+        alice
+            .create(&pp, &claim_from("evil", "https://evil.example", "alice"))
+            .await,
+        "spec.subject.issuer https://evil.example is not an allowed issuer; allowed issuers: \
+         https://console.example.com, https://dex.example.com",
+    );
+    refused(
+        broker
+            .create(&pp, &claim_from("evil", "https://evil.example", "bob"))
+            .await,
+        "is not an allowed issuer",
+    );
+
+    // 3–5. subject, poolRef and ttlSeconds never change, for anyone (admin included).
+    let admin_claims = claims(&admin);
+    let merge = |v: Value| Patch::Merge(v);
+    refused(
+        alice
+            .patch(
+                "mine",
+                &PatchParams::default(),
+                &merge(json!({"spec": {"subject": {"id": "bob"}}})),
+            )
+            .await,
+        "spec.subject cannot be changed after creation (it is alice of issuer \
+         https://console.example.com); create a new claim instead",
+    );
+    refused(
+        admin_claims
+            .patch(
+                "mine",
+                &PatchParams::default(),
+                &merge(json!({"spec": {"subject": {"issuer": DEX}}})),
+            )
+            .await,
+        "spec.subject cannot be changed",
+    );
+    refused(
+        alice
+            .patch(
+                "mine",
+                &PatchParams::default(),
+                &merge(json!({"spec": {"poolRef": "other"}})),
+            )
+            .await,
+        "spec.poolRef cannot be changed after creation (it is p); create a new claim for pool \
+         other instead",
+    );
+    refused(
+        admin_claims
+            .patch(
+                "mine",
+                &PatchParams::default(),
+                &merge(json!({"spec": {"ttlSeconds": 99999}})),
+            )
+            .await,
+        "spec.ttlSeconds cannot be changed after creation (it is 600): the deadline is fixed \
+         when the claim binds",
+    );
+    alice
+        .patch(
+            "mine",
+            &PatchParams::default(),
+            &merge(json!({"metadata": {"labels": {"team": "blue"}}})),
+        )
+        .await
+        .expect("other updates by the author pass");
+
+    // The controllers, as the console's ServiceAccount with the chart's RBAC, add their
+    // finalizer (an UPDATE by someone who is not the subject) and write status.
+    let sa = impersonating(
+        &emu,
+        "system:serviceaccount:default:banlieue-console",
+        &[
+            "system:serviceaccounts",
+            "system:serviceaccounts:default",
+            "system:authenticated",
+        ],
+    )
+    .await;
+    create_pool(&admin, &pool("p", 1, 4, "r1")).await;
+    let running = spawn_controllers(&sa, test_config("sa"));
+    for name in ["mine", "for-bob", "octo"] {
+        let bound = wait_phase(&admin, name, "Bound", Duration::from_secs(20)).await;
+        assert!(
+            bound
+                .finalizers()
+                .iter()
+                .any(|f| f == "banlieue.io/claim-protection")
+        );
+    }
+    assert_eq!(cluster::Metrics::get(&running.metrics.reconcile_errors), 0);
+    running.stop().await;
+
+    // Without the params ConfigMap the binding denies (parameterNotFoundAction: Deny).
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(admin.clone(), NS)
+        .delete("banlieue-claim-subject-policy", &Default::default())
+        .await
+        .unwrap();
+    match alice
+        .create(&pp, &claim_from("later", ISSUER, "alice"))
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert!(s.message.contains("no params found"), "{}", s.message),
+        other => panic!("expected a denial without params, got {other:?}"),
+    }
+    emu.shutdown().await;
+}

@@ -1,0 +1,357 @@
+//! Helpers shared by the integration tests (included with `mod common;`): an emulator with
+//! the chart's CRDs, kube-rs clients, object builders, polling, and running controllers.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cluster::crd::{
+    ClaimSubject, POOL_LABEL, VirtualMachine, VirtualMachineClaim, VirtualMachineClaimSpec,
+    VirtualMachinePool, VirtualMachinePoolSpec, VirtualMachineSpec, VirtualMachineTemplate,
+};
+use cluster::{ControllerConfig, Metrics, SimulatedProviderConfig};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Resource, ResourceExt};
+use kube_emulator::{Emulator, EmulatorConfig};
+use serde_json::json;
+
+pub const NS: &str = "default";
+pub const ISSUER: &str = "https://console.example.com";
+
+/// The chart directory.
+pub fn chart_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../charts/banlieue-console")
+}
+
+/// An emulator with the chart's CRDs installed, and an admin client.
+pub async fn start() -> (Emulator, Client) {
+    let emu = Emulator::start(EmulatorConfig::default())
+        .await
+        .expect("emulator starts");
+    let client = client_for(&emu, emu.admin_token()).await;
+    install_crds(&client).await;
+    (emu, client)
+}
+
+/// Applies `charts/banlieue-console/crds/*.yaml`.
+pub async fn install_crds(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let dir = chart_dir().join("crds");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("crds dir")
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    for path in files {
+        let crd: CustomResourceDefinition =
+            serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).expect("CRD parses");
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+    }
+}
+
+/// A kube client that presents `token`.
+pub async fn client_for(emu: &Emulator, token: &str) -> Client {
+    let kubeconfig = Kubeconfig::from_yaml(&emu.kubeconfig_for(token)).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    Client::try_from(config).expect("client")
+}
+
+/// The admin client impersonating `user` with `groups` (like the console does).
+pub async fn impersonating(emu: &Emulator, user: &str, groups: &[&str]) -> Client {
+    let kubeconfig =
+        Kubeconfig::from_yaml(&emu.kubeconfig_for(emu.admin_token())).expect("kubeconfig");
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .expect("config");
+    config.auth_info.impersonate = Some(user.into());
+    config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
+    Client::try_from(config).expect("client")
+}
+
+pub fn template() -> VirtualMachineTemplate {
+    VirtualMachineTemplate {
+        cpu: 2,
+        memory: "4Gi".into(),
+        image: "registry.example/sandbox:1".into(),
+    }
+}
+
+pub fn pool(name: &str, warm: u32, max: u32, revision: &str) -> VirtualMachinePool {
+    let mut pool = VirtualMachinePool::new(
+        name,
+        VirtualMachinePoolSpec {
+            warm_replicas: warm,
+            max_replicas: max,
+            image_revision: revision.into(),
+            template: template(),
+            provider_ref: "simulated".into(),
+            progress_deadline_seconds: None,
+        },
+    );
+    pool.metadata.namespace = Some(NS.into());
+    pool
+}
+
+pub fn claim(name: &str, pool: &str, ttl_seconds: u32, subject: &str) -> VirtualMachineClaim {
+    let mut claim = VirtualMachineClaim::new(
+        name,
+        VirtualMachineClaimSpec {
+            pool_ref: pool.into(),
+            ttl_seconds,
+            subject: ClaimSubject {
+                issuer: ISSUER.into(),
+                id: subject.into(),
+            },
+        },
+    );
+    claim.metadata.namespace = Some(NS.into());
+    claim
+}
+
+pub fn pools(client: &Client) -> Api<VirtualMachinePool> {
+    Api::namespaced(client.clone(), NS)
+}
+pub fn vms(client: &Client) -> Api<VirtualMachine> {
+    Api::namespaced(client.clone(), NS)
+}
+pub fn claims(client: &Client) -> Api<VirtualMachineClaim> {
+    Api::namespaced(client.clone(), NS)
+}
+
+pub async fn create_pool(client: &Client, pool: &VirtualMachinePool) -> VirtualMachinePool {
+    pools(client)
+        .create(&PostParams::default(), pool)
+        .await
+        .expect("pool created")
+}
+
+pub async fn create_claim(client: &Client, claim: &VirtualMachineClaim) -> VirtualMachineClaim {
+    claims(client)
+        .create(&PostParams::default(), claim)
+        .await
+        .expect("claim created")
+}
+
+/// Creates a member of `pool` the way the pool controller would, made Ready at once (no
+/// provider), with `ready_since_secs_ago` and `revision` in its status.
+pub async fn ready_member(
+    client: &Client,
+    pool: &VirtualMachinePool,
+    name: &str,
+    revision: &str,
+    ready_since_secs_ago: i64,
+) -> VirtualMachine {
+    let owner = OwnerReference {
+        api_version: "banlieue.io/v1alpha1".into(),
+        kind: "VirtualMachinePool".into(),
+        name: pool.name_any(),
+        uid: pool.uid().expect("pool uid"),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    };
+    let vm = VirtualMachine {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            labels: Some([(POOL_LABEL.to_owned(), pool.name_any())].into()),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: VirtualMachineSpec {
+            template: template(),
+            image_revision: revision.into(),
+            provider_ref: "external".into(),
+        },
+        status: None,
+    };
+    let api = vms(client);
+    api.create(&PostParams::default(), &vm).await.expect("vm");
+    let since = k8s_openapi::jiff::Timestamp::now()
+        - k8s_openapi::jiff::SignedDuration::from_secs(ready_since_secs_ago);
+    let since = since.round(k8s_openapi::jiff::Unit::Second).unwrap();
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "phase": "Ready", "readySince": since.to_string(), "imageRevision": revision,
+            "addresses": [{"type": "InternalIP", "address": format!("10.9.0.{}", name.len())}],
+        }})),
+    )
+    .await
+    .expect("vm status")
+}
+
+/// Polls `check` every 50 ms until it returns `Some`, or panics after `timeout`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the claim has `phase`, returns it.
+pub async fn wait_phase(
+    client: &Client,
+    name: &str,
+    phase: &str,
+    timeout: Duration,
+) -> VirtualMachineClaim {
+    let api = claims(client);
+    wait_for(&format!("claim {name} {phase}"), timeout, || {
+        let api = api.clone();
+        async move {
+            let c = api.get_opt(name).await.ok()??;
+            (c.status.as_ref()?.phase.as_deref() == Some(phase)).then_some(c)
+        }
+    })
+    .await
+}
+
+/// Waits until the object is gone.
+pub async fn wait_gone<K>(api: &Api<K>, name: &str, timeout: Duration)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    wait_for(&format!("{name} gone"), timeout, || async {
+        matches!(api.get_opt(name).await, Ok(None)).then_some(())
+    })
+    .await
+}
+
+pub async fn list_vms(client: &Client) -> Vec<VirtualMachine> {
+    vms(client)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+}
+
+/// Controllers running in the background (with leader election), until [`Running::stop`].
+pub struct Running {
+    pub metrics: Arc<Metrics>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), cluster::Error>>,
+}
+
+impl Running {
+    pub async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.await.expect("join").expect("controllers ran");
+    }
+}
+
+/// Test timings: fast pool resync, provider Ready after 300 ms, destroyed after 300 ms.
+pub fn test_config(identity: &str) -> ControllerConfig {
+    let mut config = ControllerConfig::new(NS, identity);
+    config.namespace = Some(NS.into());
+    config.pool_resync = Duration::from_millis(500);
+    config.lease_duration_seconds = 3;
+    config.lease_grace_seconds = 1;
+    config.simulated_provider = Some(SimulatedProviderConfig {
+        ready_after: Some(Duration::from_millis(300)),
+        destroy_after: Duration::from_millis(300),
+    });
+    config
+}
+
+pub fn spawn_controllers(client: &Client, config: ControllerConfig) -> Running {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let metrics = Arc::new(Metrics::default());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(cluster::run_controllers(
+        client.clone(),
+        config,
+        metrics.clone(),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    Running {
+        metrics,
+        stop: Some(stop),
+        task,
+    }
+}
+
+/// Renders a chart template the way `helm template` would for the forms our templates use
+/// (`{{ .Release.Namespace }}` and `{{ .Values.<path> | quote }}`), from `values` (YAML).
+pub fn render(template: &str, namespace: &str, values: &serde_yaml::Value) -> String {
+    let mut out = template.replace("{{ .Release.Namespace }}", namespace);
+    while let Some(start) = out.find("{{ .Values.") {
+        let end = start + out[start..].find("}}").expect("closed action") + 2;
+        let action = &out[start + 3..end - 2];
+        let path = action
+            .trim()
+            .strip_prefix(".Values.")
+            .and_then(|p| p.strip_suffix(" | quote"))
+            .unwrap_or_else(|| panic!("unsupported template action {action:?}"));
+        let mut value = values;
+        for key in path.split('.') {
+            value = &value[key];
+        }
+        let text = value
+            .as_str()
+            .unwrap_or_else(|| panic!("{path} is not a string"));
+        let quoted = serde_json::to_string(text).unwrap();
+        out.replace_range(start..end, &quoted);
+    }
+    assert!(!out.contains("{{"), "unrendered action left:\n{out}");
+    out
+}
+
+/// Renders `templates/<file>` with `values` and applies every document (as admin).
+pub async fn apply_template(client: &Client, file: &str, values: &serde_yaml::Value) {
+    let text = std::fs::read_to_string(chart_dir().join("templates").join(file)).unwrap();
+    let rendered = render(&text, NS, values);
+    for doc in serde_yaml::Deserializer::from_str(&rendered) {
+        let value: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
+        if value.is_null() {
+            continue;
+        }
+        let obj: kube::core::DynamicObject = serde_json::from_value(value).unwrap();
+        let types = obj.types.clone().expect("apiVersion and kind");
+        let gvk = kube::core::GroupVersionKind::try_from(&types).unwrap();
+        let (resource, caps) = kube::discovery::pinned_kind(client, &gvk)
+            .await
+            .unwrap_or_else(|e| panic!("{gvk:?} not served: {e}"));
+        let api: Api<kube::core::DynamicObject> =
+            if caps.scope == kube::discovery::Scope::Namespaced {
+                Api::namespaced_with(client.clone(), NS, &resource)
+            } else {
+                Api::all_with(client.clone(), &resource)
+            };
+        api.create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("create {} {}: {e}", types.kind, obj.name_any()));
+    }
+}
+
+/// The chart's values.yaml.
+pub fn chart_values() -> serde_yaml::Value {
+    serde_yaml::from_str(&std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap())
+        .unwrap()
+}
