@@ -37,15 +37,9 @@ pub enum Command {
 /// Options of `banlieue-console controllers`.
 #[derive(Debug, Clone, Args)]
 pub struct ControllersArgs {
-    /// Kubeconfig file [default: KUBECONFIG, ~/.kube/config, then the in-cluster account].
-    #[arg(long, env = "BANLIEUE_KUBECONFIG")]
-    pub kubeconfig: Option<std::path::PathBuf>,
     /// Namespace to watch [default: all namespaces].
     #[arg(long, env = "BANLIEUE_WATCH_NAMESPACE")]
     pub watch_namespace: Option<String>,
-    /// Namespace of the leader-election Lease [default: the client's namespace].
-    #[arg(long, env = "BANLIEUE_LEASE_NAMESPACE")]
-    pub lease_namespace: Option<String>,
     /// This replica's identity in the Lease [default: HOSTNAME and process id].
     #[arg(long, env = "BANLIEUE_CONTROLLER_IDENTITY")]
     pub identity: Option<String>,
@@ -161,6 +155,49 @@ pub struct Settings {
     /// PEM file of the CA of the cluster's API server certificate (when it is private).
     #[arg(long, global = true, env = "BANLIEUE_CLUSTER_CA_FILE")]
     pub cluster_ca_file: Option<std::path::PathBuf>,
+    /// The console's kubeconfig: its own credentials in the cluster (the service account
+    /// that impersonates people and runs the controllers) [default: KUBECONFIG, then the
+    /// in-cluster account when running in a pod].
+    #[arg(long, global = true, env = "BANLIEUE_KUBECONFIG")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// The console's own namespace (the controllers' leader-election Lease lives there).
+    #[arg(
+        long,
+        global = true,
+        env = "BANLIEUE_NAMESPACE",
+        default_value = "banlieue-system"
+    )]
+    pub namespace: String,
+    /// Run the claim and pool controllers inside `serve` (leader-elected, so replicas
+    /// don't both reconcile).
+    #[arg(
+        long,
+        global = true,
+        env = "BANLIEUE_RUN_CONTROLLERS",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub run_controllers: bool,
+    /// Development: with no kubeconfig, start the Kubernetes emulator in this process with
+    /// the chart applied and a demo pool (what `make run` does).
+    #[arg(long, global = true, env = "BANLIEUE_DEV_CLUSTER")]
+    pub dev_cluster: bool,
+    /// Where the dev cluster listens.
+    #[arg(
+        long,
+        global = true,
+        env = "BANLIEUE_DEV_CLUSTER_LISTEN",
+        default_value = "127.0.0.1:6443"
+    )]
+    pub dev_cluster_listen: String,
+    /// Where the dev cluster keeps its state across restarts.
+    #[arg(
+        long,
+        global = true,
+        env = "BANLIEUE_DEV_CLUSTER_DIR",
+        default_value = "data/dev-cluster"
+    )]
+    pub dev_cluster_dir: std::path::PathBuf,
     /// The cluster's name in downloaded kubeconfigs.
     #[arg(
         long,
@@ -195,6 +232,26 @@ pub struct Config {
     pub signing_keys: KeyPolicy,
     /// The cluster for kubeconfig downloads, when configured.
     pub cluster: Option<ClusterAccess>,
+    /// Where the console's own cluster credentials come from.
+    pub kube: KubeSource,
+    /// The console's namespace.
+    pub namespace: String,
+    pub run_controllers: bool,
+}
+
+/// Where the console reaches Kubernetes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KubeSource {
+    /// No cluster: the console serves accounts and tokens only.
+    None,
+    /// A kubeconfig file (`BANLIEUE_KUBECONFIG`), or `None` for kube-rs' inference
+    /// (`KUBECONFIG`, then the in-cluster service account).
+    Kubeconfig(Option<std::path::PathBuf>),
+    /// The in-process emulator (`--dev-cluster`).
+    Dev {
+        listen: SocketAddr,
+        dir: std::path::PathBuf,
+    },
 }
 
 /// A setting that cannot work, with what to do about it.
@@ -225,6 +282,10 @@ pub enum ConfigError {
     ClusterServer { value: String },
     #[error("BANLIEUE_CLUSTER_CA_FILE / --cluster-ca-file: cannot read {path}: {problem}")]
     ClusterCaFile { path: String, problem: String },
+    #[error(
+        "BANLIEUE_DEV_CLUSTER_LISTEN / --dev-cluster-listen: {value:?} is not an address and port such as 127.0.0.1:6443"
+    )]
+    DevClusterListen { value: String },
 }
 
 impl Settings {
@@ -297,6 +358,9 @@ impl Settings {
             ..KeyPolicy::default()
         };
         Ok(Config {
+            kube: self.kube_source()?,
+            namespace: self.namespace.clone(),
+            run_controllers: self.run_controllers,
             issuer,
             signing_keys,
             cluster: self.cluster()?,
@@ -311,6 +375,32 @@ impl Settings {
 }
 
 impl Settings {
+    /// `BANLIEUE_KUBECONFIG`, else `KUBECONFIG` or a pod's service account, else the dev
+    /// cluster when asked for, else none.
+    fn kube_source(&self) -> Result<KubeSource, ConfigError> {
+        if let Some(path) = &self.kubeconfig {
+            return Ok(KubeSource::Kubeconfig(Some(path.clone())));
+        }
+        let inferable = std::env::var_os("KUBECONFIG").is_some()
+            || std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+        if inferable {
+            return Ok(KubeSource::Kubeconfig(None));
+        }
+        if self.dev_cluster {
+            let listen =
+                self.dev_cluster_listen
+                    .parse()
+                    .map_err(|_| ConfigError::DevClusterListen {
+                        value: self.dev_cluster_listen.clone(),
+                    })?;
+            return Ok(KubeSource::Dev {
+                listen,
+                dir: self.dev_cluster_dir.clone(),
+            });
+        }
+        Ok(KubeSource::None)
+    }
+
     fn cluster(&self) -> Result<Option<ClusterAccess>, ConfigError> {
         let Some(server) = &self.cluster_server else {
             return Ok(None);
@@ -360,6 +450,12 @@ mod tests {
             cluster_server: None,
             cluster_ca_file: None,
             cluster_name: "banlieue".into(),
+            kubeconfig: None,
+            namespace: "banlieue-system".into(),
+            run_controllers: true,
+            dev_cluster: false,
+            dev_cluster_listen: "127.0.0.1:6443".into(),
+            dev_cluster_dir: "data/dev-cluster".into(),
         }
     }
 

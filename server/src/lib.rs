@@ -6,8 +6,10 @@
 mod account;
 mod admin;
 pub mod config;
+pub mod dev_cluster;
 mod form;
 mod handlers;
+pub mod kube_access;
 mod middleware;
 mod oidc;
 pub mod operator;

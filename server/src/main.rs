@@ -19,7 +19,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     startup::init_logging(config.log_format);
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => startup::serve(config).await,
-        Command::Controllers(args) => startup::run_controllers(args).await,
+        Command::Controllers(args) => startup::run_controllers(config, args).await,
         Command::CheckConfig => {
             let accounts = startup::open_accounts(&config).await?;
             accounts.store().ping().await?;

@@ -14,6 +14,7 @@ use leptos::prelude::LeptosOptions;
 
 use crate::admin::UserAction;
 use crate::config::Config;
+use crate::kube_access::KubeAccess;
 use crate::{account, admin, handlers, middleware, oidc, pages, session};
 
 /// What every handler may use.
@@ -21,6 +22,8 @@ use crate::{account, admin, handlers, middleware, oidc, pages, session};
 pub struct AppState {
     pub accounts: Arc<Accounts>,
     pub issuer: Arc<Issuer>,
+    /// The cluster, when one is configured: handlers act in it as the signed-in person.
+    pub kube: Option<Arc<KubeAccess>>,
     pub config: Arc<Config>,
     pub leptos: LeptosOptions,
 }

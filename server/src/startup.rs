@@ -12,7 +12,9 @@ use leptos::prelude::LeptosOptions;
 use time::OffsetDateTime;
 use tower_sessions_core::session_store::ExpiredDeletion;
 
-use crate::config::{Config, LogFormat};
+use crate::config::{Config, KubeSource, LogFormat};
+use crate::dev_cluster::DevCluster;
+use crate::kube_access::KubeAccess;
 use crate::{AppState, router};
 
 /// Logs go to stdout, so stderr carries only what a person must read (the initial admin
@@ -62,7 +64,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 /// first admin on an empty one), prepares the issuer, and starts the background tasks.
 pub async fn serve_on(
     listener: tokio::net::TcpListener,
-    config: Config,
+    mut config: Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let accounts = open_accounts(&config).await?;
@@ -78,11 +80,23 @@ pub async fn serve_on(
     );
     let issuer = open_issuer(&config, accounts.clone()).await?;
     tokio::spawn(maintain_issuer(issuer.clone()));
+    let (kube, dev_cluster) = open_cluster(&mut config).await?;
+    let (stop_controllers, controllers_stop) = tokio::sync::watch::channel(false);
+    let controllers = match &kube {
+        Some(access) if config.run_controllers => Some(spawn_controllers(
+            &config,
+            access,
+            dev_cluster.is_some(),
+            controllers_stop,
+        )?),
+        _ => None,
+    };
     let leptos = leptos_options(&config);
     tracing::info!(listen = %listener.local_addr()?, external_url = %config.external_url, "serving");
     let state = AppState {
         accounts,
         issuer,
+        kube,
         config: Arc::new(config),
         leptos,
     };
@@ -93,6 +107,14 @@ pub async fn serve_on(
     )
     .with_graceful_shutdown(shutdown)
     .await?;
+    let _ = stop_controllers.send(true);
+    if let Some(controllers) = controllers {
+        // They release their Lease; the cluster must still be there for that.
+        let _ = tokio::time::timeout(Duration::from_secs(5), controllers).await;
+    }
+    if let Some(dev) = dev_cluster {
+        dev.shutdown().await;
+    }
     store.close().await;
     tracing::info!("stopped");
     Ok(())
@@ -132,26 +154,86 @@ async fn maintain_issuer(issuer: Arc<Issuer>) {
 }
 
 /// Runs the controllers alone under leader election until SIGINT or SIGTERM.
-pub async fn run_controllers(args: crate::config::ControllersArgs) -> anyhow::Result<()> {
-    let client = cluster::client_from(args.kubeconfig.as_deref())
-        .await
-        .context("cannot reach the cluster (BANLIEUE_KUBECONFIG / KUBECONFIG)")?;
-    let identity = args.identity.unwrap_or_else(|| {
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "banlieue-console".into());
-        format!("{host}-{}", std::process::id())
-    });
-    let lease_namespace = args
-        .lease_namespace
-        .unwrap_or_else(|| client.default_namespace().to_owned());
-    let mut config = cluster::ControllerConfig::new(lease_namespace, identity);
-    config.namespace = args.watch_namespace;
+pub async fn run_controllers(
+    config: Config,
+    args: crate::config::ControllersArgs,
+) -> anyhow::Result<()> {
+    let access = match &config.kube {
+        KubeSource::Kubeconfig(path) => KubeAccess::from_kubeconfig(path.as_deref()).await?,
+        KubeSource::Dev { .. } | KubeSource::None => anyhow::bail!(
+            "no cluster configured: set BANLIEUE_KUBECONFIG or KUBECONFIG (the dev cluster runs inside `serve`)"
+        ),
+    };
+    let mut controllers = controller_config(&config);
+    controllers.namespace = args.watch_namespace;
+    if let Some(identity) = args.identity {
+        controllers.identity = identity;
+    }
     if args.simulated_provider {
-        config.simulated_provider = Some(cluster::SimulatedProviderConfig::default());
+        controllers.simulated_provider = Some(cluster::SimulatedProviderConfig::default());
     }
     let shutdown = shutdown_signal().context("cannot install signal handlers")?;
     let metrics = Arc::new(cluster::Metrics::default());
-    cluster::run_controllers(client, config, metrics, shutdown).await?;
+    cluster::run_controllers(access.console_client()?, controllers, metrics, shutdown).await?;
     Ok(())
+}
+
+/// The controllers' settings: the Lease in the console's namespace, this process as the
+/// holder (`HOSTNAME` and process id).
+fn controller_config(config: &Config) -> cluster::ControllerConfig {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "banlieue-console".into());
+    cluster::ControllerConfig::new(
+        config.namespace.clone(),
+        format!("{host}-{}", std::process::id()),
+    )
+}
+
+/// The console's cluster, as configured: none, a kubeconfig, or the dev cluster (started
+/// here, with the simulated provider for its pool).
+pub async fn open_cluster(
+    config: &mut Config,
+) -> anyhow::Result<(Option<Arc<KubeAccess>>, Option<DevCluster>)> {
+    match config.kube.clone() {
+        KubeSource::None => Ok((None, None)),
+        KubeSource::Kubeconfig(path) => {
+            let access = KubeAccess::from_kubeconfig(path.as_deref()).await.context(
+                "cannot read the cluster credentials (BANLIEUE_KUBECONFIG / KUBECONFIG)",
+            )?;
+            Ok((Some(Arc::new(access)), None))
+        }
+        KubeSource::Dev { listen, dir } => {
+            let dev = DevCluster::start(listen, &dir, &config.external_url).await?;
+            if config.cluster.is_none() {
+                config.cluster = Some(dev.cluster.clone());
+            }
+            Ok((Some(dev.access.clone()), Some(dev)))
+        }
+    }
+}
+
+/// Runs the controllers in this process until `shutdown`, logging (not failing the
+/// console) when they stop with an error.
+fn spawn_controllers(
+    config: &Config,
+    access: &KubeAccess,
+    simulated: bool,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let mut controllers = controller_config(config);
+    if simulated {
+        controllers.simulated_provider = Some(cluster::SimulatedProviderConfig::default());
+    }
+    let client = access.console_client()?;
+    let metrics = Arc::new(cluster::Metrics::default());
+    Ok(tokio::spawn(async move {
+        let mut shutdown = shutdown;
+        let stop = async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        };
+        if let Err(error) = cluster::run_controllers(client, controllers, metrics, stop).await {
+            tracing::error!(%error, "the controllers stopped");
+        }
+    }))
 }
 
 /// Leptos' options: the site cargo-leptos builds (`target/site`, or `LEPTOS_SITE_ROOT`,

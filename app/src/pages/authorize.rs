@@ -1,8 +1,8 @@
 use leptos::prelude::*;
 
-use super::users::SECONDARY_BUTTON;
 use super::CARD_CLASS;
 use super::sign_in::CredentialFields;
+use super::users::SECONDARY_BUTTON;
 use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton};
 use crate::{AuthorizeClient, PageData, page_state, paths};
 

@@ -103,6 +103,7 @@ impl TestApp {
         let state = AppState {
             accounts: accounts.clone(),
             issuer: issuer.clone(),
+            kube: None,
             leptos: startup::leptos_options(&config),
             config: Arc::new(config),
         };

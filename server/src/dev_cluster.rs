@@ -1,0 +1,251 @@
+//! The zero-setup demo cluster of `make run` (SPEC §10): the Kubernetes emulator in this
+//! process, set up as the chart would set up a real cluster — the CRDs, the console's
+//! roles, the controllers' RBAC, the claim admission policy trusting this console's
+//! issuer — plus a `demo` namespace with one pool served by the simulated provider, and
+//! the controllers running. Development only: `serve` starts it only when asked
+//! (`--dev-cluster`), never because a kubeconfig is missing.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use banlieue_identity::oidc::ClusterAccess;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::{Discovery, Scope};
+use kube_emulator::auth::{UserInfo, parse_authentication_configuration};
+use kube_emulator::{Emulator, EmulatorConfig};
+use serde::Deserialize;
+
+use crate::kube_access::KubeAccess;
+
+/// The namespace the console's own objects live in (the chart's release namespace).
+pub const CONSOLE_NAMESPACE: &str = "banlieue-system";
+/// The namespace of the demo pool.
+pub const DEMO_NAMESPACE: &str = "demo";
+/// The console's service account, as the emulator authenticates the console.
+const CONSOLE_SERVICE_ACCOUNT: &str = "system:serviceaccount:banlieue-system:banlieue-console";
+
+const CRDS: [&str; 3] = [
+    include_str!("../../charts/banlieue-console/crds/virtualmachinepools.banlieue.io.yaml"),
+    include_str!("../../charts/banlieue-console/crds/virtualmachines.banlieue.io.yaml"),
+    include_str!("../../charts/banlieue-console/crds/virtualmachineclaims.banlieue.io.yaml"),
+];
+const TEMPLATES: [&str; 5] = [
+    include_str!("../../charts/banlieue-console/templates/console-roles.yaml"),
+    include_str!("../../charts/banlieue-console/templates/console-impersonation.yaml"),
+    include_str!("../../charts/banlieue-console/templates/controllers-rbac.yaml"),
+    include_str!("../../charts/banlieue-console/templates/claim-subject-params.yaml"),
+    include_str!("../../charts/banlieue-console/templates/claim-subject-policy.yaml"),
+];
+
+/// The running demo cluster.
+pub struct DevCluster {
+    emulator: Emulator,
+    /// The console's credentials in it (its service account's token).
+    pub access: Arc<KubeAccess>,
+    /// What downloaded kubeconfigs point at.
+    pub cluster: ClusterAccess,
+}
+
+impl DevCluster {
+    /// Starts the emulator on `listen` with its state under `dir` (kept across restarts),
+    /// trusting `issuer_url`'s ID tokens, and applies the chart and the demo pool.
+    pub async fn start(
+        listen: std::net::SocketAddr,
+        dir: &Path,
+        issuer_url: &str,
+    ) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let authentication =
+            parse_authentication_configuration(&authentication_configuration(issuer_url))
+                .map_err(|e| anyhow::anyhow!("dev cluster authentication: {e}"))?;
+        let emulator = Emulator::start(EmulatorConfig {
+            listen,
+            authentication: Some(authentication),
+            allow_insecure_loopback_issuers: true,
+            state_file: Some(dir.join("state.json")),
+            identity_file: Some(dir.join("identity.json")),
+            ..EmulatorConfig::default()
+        })
+        .await
+        .with_context(|| format!("cannot start the dev cluster on {listen}"))?;
+        let console_token = console_token(dir)?;
+        emulator.add_token(
+            &console_token,
+            UserInfo {
+                username: CONSOLE_SERVICE_ACCOUNT.into(),
+                groups: vec![
+                    "system:serviceaccounts".into(),
+                    "system:authenticated".into(),
+                ],
+                ..UserInfo::default()
+            },
+        );
+        let admin = client_for(&emulator.kubeconfig_yaml()).await?;
+        apply_chart(&admin, issuer_url).await?;
+        apply_demo_pool(&admin).await?;
+        let console = kubeconfig_config(&emulator.kubeconfig_for(&console_token)).await?;
+        let cluster = ClusterAccess {
+            name: "banlieue-dev".into(),
+            server: emulator.base_url(),
+            certificate_authority_pem: emulator.ca_pem().map(str::to_owned),
+        };
+        tracing::info!(server = %emulator.base_url(), "dev cluster ready: namespace demo, pool sandbox");
+        Ok(Self {
+            emulator,
+            access: Arc::new(KubeAccess::new(console)),
+            cluster,
+        })
+    }
+
+    pub async fn shutdown(self) {
+        self.emulator.shutdown().await;
+    }
+}
+
+/// The API server's `AuthenticationConfiguration` for this console (README).
+fn authentication_configuration(issuer_url: &str) -> String {
+    format!(
+        "apiVersion: apiserver.config.k8s.io/v1beta1
+kind: AuthenticationConfiguration
+jwt:
+- issuer:
+    url: {issuer_url}
+    audiences: [kubernetes]
+  claimMappings:
+    username:
+      claim: sub
+      prefix: 'console:'
+    groups:
+      claim: groups
+      prefix: 'console:'
+"
+    )
+}
+
+/// The console's token in the dev cluster: random, kept in `dir` so a restart reuses it.
+fn console_token(dir: &Path) -> anyhow::Result<String> {
+    let path: PathBuf = dir.join("console-token");
+    if let Ok(token) = std::fs::read_to_string(&path) {
+        return Ok(token.trim().to_owned());
+    }
+    let token = crate::middleware::correlation_id() + &crate::middleware::correlation_id();
+    std::fs::write(&path, &token).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(token)
+}
+
+async fn kubeconfig_config(yaml: &str) -> anyhow::Result<kube::Config> {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(yaml)?;
+    Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)
+}
+
+async fn client_for(yaml: &str) -> anyhow::Result<kube::Client> {
+    Ok(kube::Client::try_from(kubeconfig_config(yaml).await?)?)
+}
+
+/// Applies the chart as `helm install -n banlieue-system` would, with this console's
+/// issuer as the only allowed claim issuer: the CRDs first, then the templates.
+async fn apply_chart(admin: &kube::Client, issuer_url: &str) -> anyhow::Result<()> {
+    for crd in CRDS {
+        apply_documents(admin, crd).await?;
+    }
+    ensure_namespace(admin, CONSOLE_NAMESPACE).await?;
+    for template in TEMPLATES {
+        apply_documents(admin, &render(template, issuer_url)?).await?;
+    }
+    Ok(())
+}
+
+async fn apply_demo_pool(admin: &kube::Client) -> anyhow::Result<()> {
+    ensure_namespace(admin, DEMO_NAMESPACE).await?;
+    apply_documents(
+        admin,
+        "apiVersion: banlieue.io/v1alpha1
+kind: VirtualMachinePool
+metadata:
+  name: sandbox
+  namespace: demo
+spec:
+  warmReplicas: 3
+  maxReplicas: 10
+  imageRevision: demo-1
+  template:
+    cpu: 2
+    memory: 4Gi
+    image: banlieue/sandbox:demo
+  providerRef: simulated
+",
+    )
+    .await
+}
+
+async fn ensure_namespace(admin: &kube::Client, name: &str) -> anyhow::Result<()> {
+    apply_documents(
+        admin,
+        &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n"),
+    )
+    .await
+}
+
+/// The two template forms the chart uses, and nothing else (a new one must be added here,
+/// not silently left in a manifest): `{{ .Release.Namespace }}` and
+/// `{{ .Values.claimSubjectPolicy.<key> | quote }}`.
+fn render(template: &str, issuer_url: &str) -> anyhow::Result<String> {
+    let mut text = template.replace("{{ .Release.Namespace }}", CONSOLE_NAMESPACE);
+    let values = [
+        ("issuers", format!("{issuer_url}\n")),
+        ("brokers", String::new()),
+        ("usernamePrefix", "console:".to_owned()),
+        ("issuerPrefixes", String::new()),
+    ];
+    for (key, value) in values {
+        let placeholder = format!("{{{{ .Values.claimSubjectPolicy.{key} | quote }}}}");
+        text = text.replace(&placeholder, &serde_json::to_string(&value)?);
+    }
+    if let Some(at) = text.find("{{") {
+        anyhow::bail!(
+            "unrendered chart template: {}",
+            &text[at..text.len().min(at + 60)]
+        );
+    }
+    Ok(text)
+}
+
+/// Server-side applies every document of `yaml` (`kubectl apply --server-side`).
+async fn apply_documents(client: &kube::Client, yaml: &str) -> anyhow::Result<()> {
+    let discovery = Discovery::new(client.clone()).run().await?;
+    let params = PatchParams::apply("banlieue-console").force();
+    for document in serde_yaml::Deserializer::from_str(yaml) {
+        let value = serde_yaml::Value::deserialize(document)?;
+        if value.is_null() {
+            continue;
+        }
+        let object: DynamicObject = serde_yaml::from_value(value)?;
+        let types = object
+            .types
+            .as_ref()
+            .context("a manifest without apiVersion/kind")?;
+        let gvk = GroupVersionKind::try_from(types)?;
+        let (resource, capabilities) = discovery
+            .resolve_gvk(&gvk)
+            .with_context(|| format!("the dev cluster does not serve {gvk:?}"))?;
+        let name = object
+            .metadata
+            .name
+            .clone()
+            .context("a manifest without a name")?;
+        let api: Api<DynamicObject> = match capabilities.scope {
+            Scope::Namespaced => Api::namespaced_with(
+                client.clone(),
+                object.metadata.namespace.as_deref().unwrap_or("default"),
+                &resource,
+            ),
+            Scope::Cluster => Api::all_with(client.clone(), &resource),
+        };
+        api.patch(&name, &params, &Patch::Apply(&object))
+            .await
+            .with_context(|| format!("applying {} {name}", gvk.kind))?;
+    }
+    Ok(())
+}
