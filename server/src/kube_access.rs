@@ -17,10 +17,13 @@ pub const CONSOLE_PREFIX: &str = "console:";
 /// How long an impersonating client (and its connection pool) is reused for one person.
 const CLIENT_TTL: Duration = Duration::from_secs(300);
 
+/// A Kubernetes user name and its groups.
+type Impersonation = (String, Vec<String>);
+
 /// The console's connection to a cluster.
 pub struct KubeAccess {
     config: kube::Config,
-    clients: Mutex<HashMap<(String, Vec<String>), (Instant, kube::Client)>>,
+    clients: Mutex<HashMap<Impersonation, (Instant, kube::Client)>>,
 }
 
 impl KubeAccess {
@@ -78,7 +81,7 @@ impl KubeAccess {
 }
 
 /// The Kubernetes user name and groups of a console user.
-pub fn impersonation(user: &UserRecord) -> (String, Vec<String>) {
+pub fn impersonation(user: &UserRecord) -> Impersonation {
     let mut groups: Vec<String> = user
         .roles
         .iter()
