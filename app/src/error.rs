@@ -47,17 +47,35 @@ pub enum AppError {
     ControlCharacters,
     /// A GET of an address that only takes form posts (e.g. reloading an action).
     MethodNotAllowed,
-    /// An OIDC authorization request whose client or redirect URI can't be trusted, so
-    /// the person is told instead of being sent back (RFC 6749 §4.1.2.1). `reason` is the
-    /// issuer's technical explanation, in English.
+    /// An OIDC authorization request that can't be sent back to its client (unknown
+    /// client, unregistered redirect URI, malformed state), so the person is told instead
+    /// (RFC 6749 §4.1.2.1).
     InvalidAuthorizationRequest {
-        reason: String,
+        problem: AuthorizationProblem,
     },
     /// The kubeconfig download when the console knows no cluster server.
     NoClusterConfigured,
     Internal {
         correlation_id: String,
     },
+}
+
+/// Why an authorization request is shown instead of answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AuthorizationProblem {
+    UnknownClient,
+    UnregisteredRedirectUri,
+    MalformedState,
+}
+
+impl AuthorizationProblem {
+    pub fn fluent_key(self) -> &'static str {
+        match self {
+            Self::UnknownClient => "error-authorize-unknown-client",
+            Self::UnregisteredRedirectUri => "error-authorize-redirect",
+            Self::MalformedState => "error-authorize-malformed-state",
+        }
+    }
 }
 
 impl AppError {
@@ -140,9 +158,10 @@ impl AppError {
             Self::RoleNotHeld { role } => {
                 locale.t_with(self.fluent_key(), &[("role", role.clone())])
             }
-            Self::InvalidAuthorizationRequest { reason } => {
-                locale.t_with(self.fluent_key(), &[("reason", reason.clone())])
-            }
+            Self::InvalidAuthorizationRequest { problem } => locale.t_with(
+                self.fluent_key(),
+                &[("reason", locale.t(problem.fluent_key()))],
+            ),
             _ => locale.t(self.fluent_key()),
         }
     }
@@ -178,7 +197,15 @@ impl AppError {
             Self::PasswordUnchanged,
             Self::ControlCharacters,
             Self::MethodNotAllowed,
-            Self::InvalidAuthorizationRequest { reason: "x".into() },
+            Self::InvalidAuthorizationRequest {
+                problem: AuthorizationProblem::UnknownClient,
+            },
+            Self::InvalidAuthorizationRequest {
+                problem: AuthorizationProblem::UnregisteredRedirectUri,
+            },
+            Self::InvalidAuthorizationRequest {
+                problem: AuthorizationProblem::MalformedState,
+            },
             Self::NoClusterConfigured,
             Self::Internal {
                 correlation_id: "x".into(),

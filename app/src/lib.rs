@@ -12,7 +12,7 @@ mod state;
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Title, provide_meta_context};
 
-pub use error::AppError;
+pub use error::{AppError, AuthorizationProblem};
 pub use i18n::Locale;
 pub use state::{
     AccountView, AuditFilter, AuditRow, AuditView, AuthorizeClient, AuthorizeView, FormFeedback,

@@ -157,6 +157,11 @@ pub struct AuthorizeView {
     pub fields: Vec<(String, String)>,
     /// `scheme://host:port` of the client's redirect URI.
     pub redirect_origin: String,
+    /// Show the sign-in card (signed out, `prompt=login`, or `max_age` passed); else the
+    /// signed-in person confirms.
+    pub sign_in: bool,
+    /// The same request with `prompt=login`: "use another account".
+    pub switch_account: String,
 }
 
 /// A user as the administration pages show it. Instants are RFC 3339, UTC.

@@ -224,6 +224,9 @@ pub struct Config {
     pub external_url: String,
     /// `scheme://host[:port]` of the external URL: what a same-origin `Origin` header is.
     pub external_origin: String,
+    /// Whether the external URL was configured (not derived from the listen address):
+    /// then only it is a same origin, whatever `Host` says.
+    pub external_url_configured: bool,
     /// Cookies get `Secure` (and the `__Host-` name prefix) when served over https.
     pub https: bool,
     pub log_format: LogFormat,
@@ -282,6 +285,8 @@ pub enum ConfigError {
     ClusterServer { value: String },
     #[error("BANLIEUE_CLUSTER_CA_FILE / --cluster-ca-file: cannot read {path}: {problem}")]
     ClusterCaFile { path: String, problem: String },
+    #[error("BANLIEUE_CLUSTER_NAME / --cluster-name must not be empty")]
+    ClusterName,
     #[error(
         "BANLIEUE_DEV_CLUSTER_LISTEN / --dev-cluster-listen: {value:?} is not an address and port such as 127.0.0.1:6443"
     )]
@@ -316,6 +321,14 @@ impl Settings {
         }
         if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
             return Err(bad("must not carry a query, fragment or user info"));
+        }
+        if url.path() != "/" {
+            return Err(bad(
+                "must not have a path: the console and its issuer are served at the root",
+            ));
+        }
+        if self.cluster_name.trim().is_empty() {
+            return Err(ConfigError::ClusterName);
         }
         let external_url = raw.trim_end_matches('/').to_owned();
         let in_range = |variable, value: u64, range: std::ops::RangeInclusive<u64>, text| {
@@ -367,6 +380,7 @@ impl Settings {
             listen,
             database_url: self.database_url.clone(),
             external_origin: url.origin().ascii_serialization(),
+            external_url_configured: self.external_url.is_some(),
             https: url.scheme() == "https",
             external_url,
             log_format: self.log_format,
@@ -469,10 +483,10 @@ mod tests {
 
     #[test]
     fn external_url_is_kept_byte_for_byte_but_without_trailing_slash() {
-        let config = settings("0.0.0.0:80", Some("https://console.example.com/banlieue/"))
+        let config = settings("0.0.0.0:80", Some("https://console.example.com/"))
             .validate()
             .unwrap();
-        assert_eq!(config.external_url, "https://console.example.com/banlieue");
+        assert_eq!(config.external_url, "https://console.example.com");
         assert_eq!(config.external_origin, "https://console.example.com");
         assert!(config.https);
     }
@@ -486,6 +500,7 @@ mod tests {
             "ftp://x",
             "https://x/?a=b",
             "https://u:p@x",
+            "https://console.example.com/banlieue/",
         ] {
             let err = settings("127.0.0.1:3000", Some(bad))
                 .validate()

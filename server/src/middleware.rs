@@ -90,7 +90,11 @@ pub async fn same_origin(State(app): State<AppState>, request: Request, next: Ne
     {
         return next.run(request).await;
     }
-    if is_same_origin(request.headers(), &app.config.external_origin) {
+    if is_same_origin(
+        request.headers(),
+        &app.config.external_origin,
+        app.config.external_url_configured,
+    ) {
         next.run(request).await
     } else {
         let locale = locale_of(request.headers());
@@ -99,7 +103,9 @@ pub async fn same_origin(State(app): State<AppState>, request: Request, next: Ne
     }
 }
 
-fn is_same_origin(headers: &HeaderMap, external_origin: &str) -> bool {
+/// `Host` counts only when no external URL was configured (a development default):
+/// otherwise a rebound DNS name could pass `Origin: http://evil` with `Host: evil`.
+fn is_same_origin(headers: &HeaderMap, external_origin: &str, configured: bool) -> bool {
     let text = |name| {
         headers
             .get(name)
@@ -113,6 +119,9 @@ fn is_same_origin(headers: &HeaderMap, external_origin: &str) -> bool {
     };
     if origin == external_origin {
         return true;
+    }
+    if configured {
+        return false;
     }
     let host = text(header::HOST);
     origin
@@ -388,38 +397,50 @@ mod tests {
         };
         assert!(is_same_origin(
             &headers(&[("sec-fetch-site", "same-origin")]),
-            origin
+            origin,
+            false
         ));
         assert!(!is_same_origin(
             &headers(&[("sec-fetch-site", "cross-site")]),
-            origin
+            origin,
+            false
         ));
         assert!(!is_same_origin(
             &headers(&[
                 ("sec-fetch-site", "same-site"),
                 ("origin", "http://127.0.0.1:3000")
             ]),
-            origin
+            origin,
+            false
         ));
         assert!(is_same_origin(
             &headers(&[("origin", "http://127.0.0.1:3000")]),
-            origin
+            origin,
+            false
         ));
         assert!(is_same_origin(
             &headers(&[
                 ("origin", "http://localhost:4000"),
                 ("host", "localhost:4000")
             ]),
-            origin
+            origin,
+            false
         ));
         assert!(!is_same_origin(
             &headers(&[
                 ("origin", "https://evil.example"),
                 ("host", "127.0.0.1:3000")
             ]),
-            origin
+            origin,
+            false
         ));
-        assert!(!is_same_origin(&headers(&[]), origin));
+        assert!(!is_same_origin(&headers(&[]), origin, false));
+        // With a configured external URL, a matching Host proves nothing (DNS rebinding).
+        assert!(!is_same_origin(
+            &headers(&[("origin", "http://evil.example"), ("host", "evil.example")]),
+            origin,
+            true
+        ));
     }
 
     #[test]

@@ -2,12 +2,16 @@
 //! the token and revocation endpoints, and the kubeconfig download. The rules live in
 //! `banlieue_identity::oidc`.
 
-use app::{AppError, AuthorizeClient, AuthorizeView, Page, PageData, PageState, paths};
+use app::{
+    AppError, AuthorizationProblem, AuthorizeClient, AuthorizeView, Page, PageData, PageState,
+    paths,
+};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use banlieue_identity::oidc::{
-    AuthorizationRequest, AuthorizeRefusal, ClientKind, OAuthError, OAuthErrorCode, kubeconfig_yaml,
+    AuthorizationRequest, AuthorizeRefusal, ClientKind, OAuthError, OAuthErrorCode, Prompt,
+    UntrustedReason, kubeconfig_yaml,
 };
 use banlieue_identity::{SessionGrant, SignInAttempt, SignInError};
 use time::OffsetDateTime;
@@ -40,8 +44,13 @@ pub async fn jwks(State(app): State<AppState>) -> Response {
 }
 
 /// `GET /oidc/authorize` (RFC 6749 §4.1.1): validates the request, then shows the
-/// sign-in card, or the confirmation to a signed-in person.
-pub async fn authorize_page(State(app): State<AppState>, request: Request) -> Response {
+/// sign-in card, or the confirmation to a signed-in person (unless `prompt=login` or
+/// `max_age` asks for a fresh sign-in).
+pub async fn authorize_page(
+    State(app): State<AppState>,
+    session: Session,
+    request: Request,
+) -> Response {
     let state = page_state(request.extensions());
     let params = query_pairs(request.uri().query().unwrap_or_default());
     let user = request
@@ -52,7 +61,7 @@ pub async fn authorize_page(State(app): State<AppState>, request: Request) -> Re
         Ok(authorization) => authorization,
         Err(refusal) => return refused(&app, state, &refusal),
     };
-    if authorization.prompt_none {
+    if authorization.prompt == Prompt::None {
         let code = if user.is_some() {
             OAuthErrorCode::ConsentRequired
         } else {
@@ -64,7 +73,12 @@ pub async fn authorize_page(State(app): State<AppState>, request: Request) -> Re
     if user.as_ref().is_some_and(|u| u.must_change_password) {
         return change_password_first(&authorization);
     }
-    render(&app, state, &authorization, None).await
+    let now = OffsetDateTime::now_utc();
+    let sign_in = match &user {
+        None => true,
+        Some(_) => authorization.requires_sign_in(session_auth_time(&session, now).await, now),
+    };
+    render(&app, state, &authorization, sign_in, None).await
 }
 
 /// `POST /oidc/authorize`: the sign-in card (`user_name`, `password`) or the confirmation
@@ -93,8 +107,13 @@ pub async fn authorize_submit(
     };
     let now = OffsetDateTime::now_utc();
     let signed_in = parts.extensions.get::<CurrentUser>().map(|c| c.0.clone());
+    let credentials_posted = form.pairs().iter().any(|(name, _)| name == "user_name");
     let (user, auth_time) = match signed_in {
-        Some(user) => {
+        Some(user) if !credentials_posted => {
+            let auth_time = session_auth_time(&session, now).await;
+            if authorization.requires_sign_in(auth_time, now) {
+                return render(&app, state, &authorization, true, None).await;
+            }
             if form.get("decision") != "allow" {
                 let refusal = authorization.refuse(
                     OAuthErrorCode::AccessDenied,
@@ -102,11 +121,12 @@ pub async fn authorize_submit(
                 );
                 return refused(&app, state, &refusal);
             }
-            let grant = session.get::<SessionGrant>(AUTH_KEY).await.ok().flatten();
-            let auth_time = grant.map_or(now, |g| g.auth_time());
             (user, auth_time)
         }
-        None => {
+        _ if !credentials_posted => {
+            return render(&app, state, &authorization, true, None).await;
+        }
+        _ => {
             let user_name = form.get("user_name").trim().to_owned();
             let attempt = SignInAttempt {
                 user_name: &user_name,
@@ -126,7 +146,7 @@ pub async fn authorize_submit(
                 Err(error) => {
                     let values = pages::typed(&[("user_name", &user_name)]);
                     let feedback = (sign_in_refusal(error), values);
-                    return render(&app, state, &authorization, Some(feedback)).await;
+                    return render(&app, state, &authorization, true, Some(feedback)).await;
                 }
             }
         }
@@ -142,6 +162,17 @@ pub async fn authorize_submit(
         Ok(location) => Redirect::to(&location).into_response(),
         Err(refusal) => refused(&app, state, &refusal),
     }
+}
+
+/// When the browser's session authenticated (its sign-in), or `now` for a session that
+/// carries none.
+async fn session_auth_time(session: &Session, now: OffsetDateTime) -> OffsetDateTime {
+    session
+        .get::<SessionGrant>(AUTH_KEY)
+        .await
+        .ok()
+        .flatten()
+        .map_or(now, |grant| grant.auth_time())
 }
 
 /// `POST /oidc/token` (RFC 6749 §3.2): JSON, never cached (§5.1).
@@ -210,8 +241,11 @@ async fn render(
     app: &AppState,
     mut state: PageState,
     authorization: &AuthorizationRequest,
+    sign_in: bool,
     feedback: Option<(AppError, std::collections::BTreeMap<String, String>)>,
 ) -> Response {
+    let mut switch = authorization.form_fields();
+    switch.push(("prompt", "login".to_owned()));
     state.page = Page::Authorize;
     state.data = PageData::Authorize(AuthorizeView {
         client: match authorization.client.kind {
@@ -224,6 +258,8 @@ async fn render(
             .map(|(name, value)| (name.to_owned(), value))
             .collect(),
         redirect_origin: authorization.redirect_origin(),
+        sign_in,
+        switch_account: format!("{}?{}", paths::AUTHORIZE, encode_query(&switch)),
     });
     match feedback {
         Some((error, values)) => pages::with_feedback(app, state, error, values).await,
@@ -235,14 +271,19 @@ fn refused(app: &AppState, state: PageState, refusal: &AuthorizeRefusal) -> Resp
     match refusal.location(&app.config.external_url) {
         Some(location) => Redirect::to(&location).into_response(),
         None => {
-            let AuthorizeRefusal::Untrusted { reason } = refusal else {
+            let AuthorizeRefusal::Untrusted(reason) = refusal else {
                 unreachable!("only untrusted refusals have no location")
+            };
+            let problem = match reason {
+                UntrustedReason::UnknownClient => AuthorizationProblem::UnknownClient,
+                UntrustedReason::UnregisteredRedirectUri => {
+                    AuthorizationProblem::UnregisteredRedirectUri
+                }
+                UntrustedReason::MalformedState => AuthorizationProblem::MalformedState,
             };
             error_page(
                 state.locale,
-                &AppError::InvalidAuthorizationRequest {
-                    reason: reason.clone(),
-                },
+                &AppError::InvalidAuthorizationRequest { problem },
             )
         }
     }
@@ -251,10 +292,11 @@ fn refused(app: &AppState, state: PageState, refusal: &AuthorizeRefusal) -> Resp
 /// Sends a person who must change their password to the change first, then back here
 /// (SPEC §4: no token before the change).
 fn change_password_first(authorization: &AuthorizationRequest) -> Response {
-    let query = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(authorization.form_fields())
-        .finish();
-    let back = format!("{}?{query}", paths::AUTHORIZE);
+    let back = format!(
+        "{}?{}",
+        paths::AUTHORIZE,
+        encode_query(&authorization.form_fields())
+    );
     let next = url::form_urlencoded::Serializer::new(String::new())
         .append_pair("next", &back)
         .finish();
@@ -284,9 +326,18 @@ async fn oauth_form(request: Request) -> Result<Vec<(String, String)>, OAuthErro
         })
 }
 
+/// The error as JSON; a 401 carries the `WWW-Authenticate` challenge RFC 6749 §5.2 asks
+/// for (public clients authenticate with their `client_id` in the body).
 fn oauth_error(error: &OAuthError) -> Response {
     let status = StatusCode::from_u16(error.code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
-    json_no_store(status, &error.to_json())
+    let mut response = json_no_store(status, &error.to_json());
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"banlieue-console\""),
+        );
+    }
+    response
 }
 
 fn json_no_cache(status: StatusCode, body: &serde_json::Value) -> Response {
@@ -311,6 +362,12 @@ fn json_with_cache(status: StatusCode, body: &serde_json::Value, cache: &'static
         body.to_string(),
     )
         .into_response()
+}
+
+fn encode_query(pairs: &[(&'static str, String)]) -> String {
+    url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs)
+        .finish()
 }
 
 fn query_pairs(query: &str) -> Vec<(String, String)> {

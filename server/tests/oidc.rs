@@ -714,3 +714,107 @@ async fn the_kubeconfig_is_served_only_when_a_cluster_is_configured() {
     assert!(response.body.contains("command: banlieue"));
     assert!(response.body.contains("http://127.0.0.1:3000"));
 }
+
+#[tokio::test]
+async fn prompt_login_and_max_age_ask_a_signed_in_person_to_sign_in_again() {
+    let fx = Fixture::new().await;
+    for extra in [("prompt", "login"), ("max_age", "0")] {
+        let query = encode(&authorize_params(&[(extra.0, Some(extra.1))]));
+        let page = fx
+            .app
+            .send(get(&format!("/oidc/authorize?{query}"), Some(&fx.cookie)))
+            .await;
+        assert_eq!(page.status, StatusCode::OK);
+        assert!(
+            page.body.contains("name=\"password\""),
+            "{extra:?}: sign-in card"
+        );
+        assert!(!page.body.contains("Continue as"), "{extra:?}");
+    }
+    // The confirmation offers another account: the same request with prompt=login.
+    let query = encode(&authorize_params(&[]));
+    let page = fx
+        .app
+        .send(get(&format!("/oidc/authorize?{query}"), Some(&fx.cookie)))
+        .await;
+    assert!(page.body.contains("prompt=login"), "use another account");
+
+    fx.app
+        .create_user("bob", PASSWORD, &["viewer"], false)
+        .await;
+    let mut fields = authorize_params(&[("prompt", Some("login"))]);
+    fields.push(("user_name".into(), "bob".into()));
+    fields.push(("password".into(), PASSWORD.into()));
+    let signed_in = fx
+        .app
+        .send(post_form(
+            "/oidc/authorize",
+            encode(&fields),
+            Some(&fx.cookie),
+        ))
+        .await;
+    assert_eq!(
+        signed_in.status,
+        StatusCode::SEE_OTHER,
+        "{}",
+        signed_in.body
+    );
+    let code = query_of(signed_in.location().unwrap())["code"].clone();
+    let (_, body) = fx.exchange(&code, Some(VERIFIER)).await;
+    assert_eq!(claims(body["id_token"].as_str().unwrap())["sub"], "bob");
+}
+
+#[tokio::test]
+async fn a_malformed_state_is_shown_not_echoed() {
+    let fx = Fixture::new().await;
+    let long = "s".repeat(600);
+    for state in ["a\u{1b}[31mred", long.as_str()] {
+        let query = encode(&authorize_params(&[("state", Some(state))]));
+        let page = fx
+            .app
+            .send(get(&format!("/oidc/authorize?{query}"), Some(&fx.cookie)))
+            .await;
+        assert_eq!(page.status, StatusCode::BAD_REQUEST);
+        assert!(page.location().is_none());
+    }
+}
+
+#[tokio::test]
+async fn refusals_are_audited_and_refresh_cannot_widen_its_scope() {
+    let fx = Fixture::new().await;
+    let code = fx.code(&authorize_params(&[])).await;
+    let (status, _) = fx.exchange(&code, Some(CHALLENGE)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let events = fx.app.store().recent_audit(20).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.action == "oidc.token.issue" && e.result == "refused" && e.actor == "alice"),
+        "{events:?}"
+    );
+
+    let tokens = fx.tokens().await;
+    let (status, body) = fx
+        .token(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", tokens["refresh_token"].as_str().unwrap()),
+            ("client_id", "banlieue-cli"),
+            ("scope", "openid offline_access admin"),
+        ])
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(error_of(&body), "invalid_scope");
+
+    let unknown = fx
+        .app
+        .send(client_post(
+            "/oidc/token",
+            &[("grant_type", "refresh_token")],
+        ))
+        .await;
+    assert_eq!(unknown.status, StatusCode::UNAUTHORIZED);
+    assert!(
+        unknown.header("www-authenticate").is_some(),
+        "RFC 6749 §5.2"
+    );
+}

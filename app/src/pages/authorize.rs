@@ -16,10 +16,14 @@ pub fn Authorize() -> impl IntoView {
     let PageData::Authorize(view) = state.data else {
         return view! { <main /> }.into_any();
     };
-    let client = locale.t(match view.client {
-        AuthorizeClient::CommandLine => "authorize-client-cli",
-        AuthorizeClient::Console => "authorize-client-console",
-    });
+    let (client, detail) = match view.client {
+        AuthorizeClient::CommandLine => ("authorize-client-cli", "authorize-confirm-detail"),
+        AuthorizeClient::Console => (
+            "authorize-client-console",
+            "authorize-confirm-detail-console",
+        ),
+    };
+    let client = locale.t(client);
     let hidden = view
         .fields
         .iter()
@@ -34,7 +38,8 @@ pub fn Authorize() -> impl IntoView {
         .map(|f| f.value("user_name"))
         .unwrap_or_default();
     let pending = RwSignal::new(false);
-    let card = match state.user {
+    let confirming = state.user.filter(|_| !view.sign_in);
+    let card = match confirming {
         Some(user) => {
             let question = locale.t_with(
                 "authorize-confirm",
@@ -46,7 +51,7 @@ pub fn Authorize() -> impl IntoView {
                         {question}
                     </h1>
                     <p class="mb-6 text-sm text-slate-600 dark:text-slate-300">
-                        {locale.t("authorize-confirm-detail")}
+                        {locale.t(detail)}
                     </p>
                     <form method="post" action=paths::AUTHORIZE class="flex gap-3">
                         {hidden}
@@ -62,6 +67,11 @@ pub fn Authorize() -> impl IntoView {
                             {locale.t("authorize-cancel")}
                         </button>
                     </form>
+                    <p class="mt-4 text-center text-sm">
+                        <a href=view.switch_account.clone() class="text-indigo-600 hover:underline dark:text-indigo-400">
+                            {locale.t("authorize-switch-account")}
+                        </a>
+                    </p>
                 </section>
             }
             .into_any()

@@ -27,16 +27,30 @@ pub struct AuthorizationRequest {
     /// Granted scopes: `openid`, plus `offline_access` when asked for.
     pub scope: String,
     pub audience: String,
-    /// `prompt=none` (OpenID Connect Core §3.1.2.1): answer without any page.
-    pub prompt_none: bool,
+    /// `prompt` (OpenID Connect Core §3.1.2.1).
+    pub prompt: Prompt,
+    /// `max_age`, seconds: an older authentication must be repeated.
+    pub max_age: Option<u64>,
+}
+
+/// What the request's `prompt` asks of the authorization page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prompt {
+    /// Sign in if needed, then confirm.
+    Default,
+    /// `none`: answer without showing any page (always refused here: the console always
+    /// asks for a confirmation).
+    None,
+    /// `login` / `select_account`: sign in again even when signed in.
+    Login,
 }
 
 /// Why an authorization request is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthorizeRefusal {
-    /// The client or redirect URI can't be trusted: tell the person, never redirect
-    /// (RFC 6749 §4.1.2.1).
-    Untrusted { reason: String },
+    /// The client or redirect URI can't be trusted, or the request can't be echoed back
+    /// safely: tell the person, never redirect (RFC 6749 §4.1.2.1).
+    Untrusted(UntrustedReason),
     /// Send the error back to the client's redirect URI.
     Redirect {
         redirect_uri: String,
@@ -45,12 +59,23 @@ pub enum AuthorizeRefusal {
     },
 }
 
+/// Why a request is shown to the person instead of being sent back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UntrustedReason {
+    /// `client_id` missing, repeated or not registered.
+    UnknownClient,
+    /// `redirect_uri` missing, repeated or not registered for the client.
+    UnregisteredRedirectUri,
+    /// `state` or `nonce` longer than 512 bytes or with control characters: not echoed.
+    MalformedState,
+}
+
 impl AuthorizeRefusal {
     /// The redirect target for [`AuthorizeRefusal::Redirect`], with `error`,
     /// `error_description`, `state` and `iss` (RFC 9207) in the query.
     pub fn location(&self, issuer_url: &str) -> Option<String> {
         match self {
-            Self::Untrusted { .. } => None,
+            Self::Untrusted(_) => None,
             Self::Redirect {
                 redirect_uri,
                 state,
@@ -83,19 +108,25 @@ impl AuthorizationRequest {
                 Some(_) => Err(()),
             }
         };
-        let untrusted = |reason: &str| AuthorizeRefusal::Untrusted {
-            reason: reason.to_owned(),
-        };
-        let client_id = single("client_id")
-            .map_err(|()| untrusted("client_id is given more than once"))?
-            .ok_or_else(|| untrusted("client_id is missing"))?;
-        let client = Client::find(client_id, issuer_url)
-            .ok_or_else(|| untrusted("the client is not registered with this issuer"))?;
+        let untrusted = AuthorizeRefusal::Untrusted;
+        let client = single("client_id")
+            .ok()
+            .flatten()
+            .and_then(|id| Client::find(id, issuer_url))
+            .ok_or(untrusted(UntrustedReason::UnknownClient))?;
         let redirect_uri = single("redirect_uri")
-            .map_err(|()| untrusted("redirect_uri is given more than once"))?
-            .ok_or_else(|| untrusted("redirect_uri is missing"))?;
-        if !client.accepts_redirect(redirect_uri) {
-            return Err(untrusted("redirect_uri is not registered for this client"));
+            .ok()
+            .flatten()
+            .filter(|uri| client.accepts_redirect(uri))
+            .ok_or(untrusted(UntrustedReason::UnregisteredRedirectUri))?;
+        for name in ["state", "nonce"] {
+            let malformed =
+                seen.get(name).into_iter().flatten().any(|value| {
+                    value.len() > MAX_OPAQUE_LEN || value.chars().any(char::is_control)
+                });
+            if malformed {
+                return Err(untrusted(UntrustedReason::MalformedState));
+            }
         }
         let state = single("state").ok().flatten().map(str::to_owned);
         let refuse = |code, description: &str| AuthorizeRefusal::Redirect {
@@ -180,23 +211,24 @@ impl AuthorizationRequest {
                 "audience must be kubernetes or banlieue-console",
             ));
         }
-        for (name, value) in [("state", state.as_deref()), ("nonce", get("nonce"))] {
-            if value.is_some_and(|v| v.len() > MAX_OPAQUE_LEN || v.chars().any(char::is_control)) {
-                return Err(refuse(
-                    OAuthErrorCode::InvalidRequest,
-                    &format!(
-                        "{name} is longer than {MAX_OPAQUE_LEN} bytes or has control characters"
-                    ),
-                ));
-            }
-        }
-        let prompt_none = match get("prompt") {
-            None | Some("login" | "consent" | "select_account") => false,
-            Some("none") => true,
+        let prompt = match get("prompt") {
+            None | Some("consent") => Prompt::Default,
+            Some("none") => Prompt::None,
+            Some("login" | "select_account") => Prompt::Login,
             Some(_) => {
                 return Err(refuse(
                     OAuthErrorCode::InvalidRequest,
                     "prompt is not understood",
+                ));
+            }
+        };
+        let max_age = match get("max_age").map(str::parse::<u64>) {
+            None => None,
+            Some(Ok(seconds)) => Some(seconds),
+            Some(Err(_)) => {
+                return Err(refuse(
+                    OAuthErrorCode::InvalidRequest,
+                    "max_age must be a number of seconds",
                 ));
             }
         };
@@ -208,7 +240,8 @@ impl AuthorizationRequest {
             audience: audience.to_owned(),
             client,
             state,
-            prompt_none,
+            prompt,
+            max_age,
         })
     }
 
@@ -226,7 +259,17 @@ impl AuthorizationRequest {
         ];
         fields.extend(self.state.clone().map(|s| ("state", s)));
         fields.extend(self.nonce.clone().map(|n| ("nonce", n)));
+        fields.extend(self.max_age.map(|m| ("max_age", m.to_string())));
         fields
+    }
+
+    /// Whether a person who authenticated at `auth_time` must sign in again first
+    /// (`prompt=login`, or an authentication older than `max_age`).
+    pub fn requires_sign_in(&self, auth_time: OffsetDateTime, now: OffsetDateTime) -> bool {
+        self.prompt == Prompt::Login
+            || self
+                .max_age
+                .is_some_and(|max| now - auth_time > time::Duration::seconds(max as i64))
     }
 
     /// The scheme, host and port of the redirect URI: where the confirmation form may
@@ -349,7 +392,7 @@ mod tests {
     fn error_code(refusal: AuthorizeRefusal) -> &'static str {
         match refusal {
             AuthorizeRefusal::Redirect { error, .. } => error.code.as_str(),
-            AuthorizeRefusal::Untrusted { .. } => "untrusted",
+            AuthorizeRefusal::Untrusted(_) => "untrusted",
         }
     }
 
@@ -427,6 +470,33 @@ mod tests {
             assert!(location.contains("state=s1"), "{location}");
             assert_eq!(error_code(refusal), code, "{overrides:?}");
         }
+    }
+
+    #[test]
+    fn oversized_or_control_state_is_not_echoed() {
+        let long = "s".repeat(513);
+        for state in [long.as_str(), "a\u{1b}[31m"] {
+            let refusal = AuthorizationRequest::parse(&params(&[("state", Some(state))]), ISSUER)
+                .unwrap_err();
+            assert_eq!(
+                refusal,
+                AuthorizeRefusal::Untrusted(UntrustedReason::MalformedState)
+            );
+        }
+    }
+
+    #[test]
+    fn prompt_login_and_max_age_ask_for_a_fresh_sign_in() {
+        let now = OffsetDateTime::now_utc();
+        let request = AuthorizationRequest::parse(&params(&[]), ISSUER).unwrap();
+        assert!(!request.requires_sign_in(now - time::Duration::hours(1), now));
+        let login =
+            AuthorizationRequest::parse(&params(&[("prompt", Some("login"))]), ISSUER).unwrap();
+        assert!(login.requires_sign_in(now, now));
+        let aged =
+            AuthorizationRequest::parse(&params(&[("max_age", Some("60"))]), ISSUER).unwrap();
+        assert!(!aged.requires_sign_in(now - time::Duration::seconds(30), now));
+        assert!(aged.requires_sign_in(now - time::Duration::seconds(61), now));
     }
 
     #[test]

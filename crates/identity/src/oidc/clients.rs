@@ -85,7 +85,7 @@ fn is_cli_loopback(redirect_uri: &str) -> bool {
     literal_prefix
         && url.scheme() == "http"
         && url.host() == Some(Host::Ipv4(std::net::Ipv4Addr::LOCALHOST))
-        && url.port().is_some()
+        && url.port().is_some_and(|port| port != 0)
         && url.path() == "/callback"
         && url.query().is_none()
         && url.fragment().is_none()
@@ -121,6 +121,7 @@ mod tests {
             "https://127.0.0.1:53124/callback",
             "http://127.0.0.1/callback",
             "http://127.0.0.1:80/callback",
+            "http://127.0.0.1:0/callback",
             "http://user@127.0.0.1:53124/callback",
             "http://127.1:53124/callback",
             "http://127.0.0.1:053124/callback",

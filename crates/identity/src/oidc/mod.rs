@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-pub use authorize::{AuthorizationRequest, AuthorizeRefusal};
+pub use authorize::{AuthorizationRequest, AuthorizeRefusal, Prompt, UntrustedReason};
 pub use clients::{
     CLI_CLIENT_ID, CONSOLE_AUDIENCE, CONSOLE_CLIENT_ID, Client, ClientKind, KUBERNETES_AUDIENCE,
 };

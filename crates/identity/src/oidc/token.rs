@@ -169,21 +169,27 @@ impl Issuer {
                 ));
             }
         };
-        if record.expires_at <= now {
-            return Err(OAuthError::invalid_grant(
-                "the authorization code has expired",
-            ));
-        }
-        if record.client_id != client.id || record.redirect_uri != redirect_uri {
-            return Err(OAuthError::invalid_grant(
-                "the authorization code was issued to another client or redirect_uri",
-            ));
-        }
         let verifier = form.get("code_verifier").copied().unwrap_or_default();
-        if !pkce_s256_matches(verifier, &record.code_challenge) {
-            return Err(OAuthError::invalid_grant(
-                "code_verifier does not match the code_challenge",
-            ));
+        let refusal = if record.expires_at <= now {
+            Some("the authorization code has expired")
+        } else if record.client_id != client.id || record.redirect_uri != redirect_uri {
+            Some("the authorization code was issued to another client or redirect_uri")
+        } else if !pkce_s256_matches(verifier, &record.code_challenge) {
+            Some("code_verifier does not match the code_challenge")
+        } else {
+            None
+        };
+        if let Some(description) = refusal {
+            self.audit_user(
+                record.user_id,
+                "oidc.token.issue",
+                client.id,
+                source,
+                "refused",
+                description,
+            )
+            .await;
+            return Err(OAuthError::invalid_grant(description));
         }
         let user = self.live_user(record.user_id, record.auth_time).await?;
         let grant = Grant {
@@ -253,6 +259,15 @@ impl Issuer {
         }
         if family.revoked_at.is_some() || family.expires_at <= now {
             return Err(dead());
+        }
+        if let Some(asked) = form.get("scope") {
+            let granted: Vec<&str> = family.scope.split(' ').collect();
+            if !asked.split(' ').all(|scope| granted.contains(&scope)) {
+                return Err(OAuthError::new(
+                    OAuthErrorCode::InvalidScope,
+                    "a refresh cannot widen the granted scope",
+                ));
+            }
         }
         let user = match self.live_user(family.user_id, family.auth_time).await {
             Ok(user) => user,
@@ -409,19 +424,35 @@ impl Issuer {
         source: IpAddr,
         result: &str,
     ) {
-        let actor = match self.accounts.store().user_by_id(family.user_id).await {
+        let detail = format!("audience {}", family.audience);
+        self.audit_user(
+            family.user_id,
+            action,
+            &family.client_id,
+            source,
+            result,
+            &detail,
+        )
+        .await;
+    }
+
+    /// An audit event with the user `user_id` as actor (`-` when gone) and the client as
+    /// target.
+    async fn audit_user(
+        &self,
+        user_id: i64,
+        action: &str,
+        client_id: &str,
+        source: IpAddr,
+        result: &str,
+        detail: &str,
+    ) {
+        let actor = match self.accounts.store().user_by_id(user_id).await {
             Ok(Some(user)) => user.name.as_str().to_owned(),
             _ => "-".to_owned(),
         };
         self.accounts
-            .audit_event(
-                &actor,
-                action,
-                &family.client_id,
-                source,
-                result,
-                &format!("audience {}", family.audience),
-            )
+            .audit_event(&actor, action, client_id, source, result, detail)
             .await;
     }
 }
