@@ -55,6 +55,14 @@ pub enum AppError {
     },
     /// The kubeconfig download when the console knows no cluster server.
     NoClusterConfigured,
+    /// Kubernetes refused or failed a request made as the person; `message` is the API
+    /// server's own explanation (`Status.message`), e.g. the RBAC or admission reason.
+    Kubernetes {
+        code: u16,
+        message: String,
+    },
+    /// A claim form with an unknown pool or a lifetime not offered.
+    InvalidClaim,
     Internal {
         correlation_id: String,
     },
@@ -110,6 +118,8 @@ impl AppError {
             Self::InvalidDate => "error-invalid-date",
             Self::InvalidAuthorizationRequest { .. } => "error-invalid-authorization-request",
             Self::NoClusterConfigured => "error-no-cluster-configured",
+            Self::Kubernetes { .. } => "error-kubernetes",
+            Self::InvalidClaim => "error-invalid-claim",
             Self::Internal { .. } => "error-internal",
         }
     }
@@ -132,7 +142,10 @@ impl AppError {
             | Self::ConfirmationMismatch
             | Self::InvalidDate
             | Self::ControlCharacters
-            | Self::InvalidAuthorizationRequest { .. } => 400,
+            | Self::InvalidAuthorizationRequest { .. }
+            | Self::InvalidClaim => 400,
+            Self::Kubernetes { code, .. } if (400..600).contains(code) => *code,
+            Self::Kubernetes { .. } => 502,
             Self::MethodNotAllowed => 405,
             Self::Forbidden | Self::RoleNotHeld { .. } | Self::LastAdmin => 403,
             Self::NotFound | Self::NoClusterConfigured => 404,
@@ -157,6 +170,9 @@ impl AppError {
             }
             Self::RoleNotHeld { role } => {
                 locale.t_with(self.fluent_key(), &[("role", role.clone())])
+            }
+            Self::Kubernetes { message, .. } => {
+                locale.t_with(self.fluent_key(), &[("message", message.clone())])
             }
             Self::InvalidAuthorizationRequest { problem } => locale.t_with(
                 self.fluent_key(),
@@ -207,6 +223,11 @@ impl AppError {
                 problem: AuthorizationProblem::MalformedState,
             },
             Self::NoClusterConfigured,
+            Self::Kubernetes {
+                code: 403,
+                message: "x".into(),
+            },
+            Self::InvalidClaim,
             Self::Internal {
                 correlation_id: "x".into(),
             },

@@ -15,8 +15,9 @@ use leptos_meta::{MetaTags, Title, provide_meta_context};
 pub use error::{AppError, AuthorizationProblem};
 pub use i18n::Locale;
 pub use state::{
-    AccountView, AuditFilter, AuditRow, AuditView, AuthorizeClient, AuthorizeView, FormFeedback,
-    Notice, Page, PageData, PageState, SessionRow, UserRow, UserView, UsersView,
+    AccountView, AuditFilter, AuditRow, AuditView, AuthorizeClient, AuthorizeView, ClaimRow,
+    DashboardView, FormFeedback, Notice, Page, PageData, PageState, PoolRow, SessionRow, UserRow,
+    UserView, UsersView,
 };
 
 /// Paths of the pages, shared with the server's access rules and redirects.
@@ -33,6 +34,15 @@ pub mod paths {
     pub const AUTHORIZE: &str = "/oidc/authorize";
     /// The kubeconfig download.
     pub const KUBECONFIG: &str = "/kubeconfig";
+    /// Claiming a sandbox (form post).
+    pub const CLAIMS: &str = "/claims";
+    /// The dashboard's live snapshots (server-sent events).
+    pub const DASHBOARD_EVENTS: &str = "/events/dashboard";
+
+    /// Releasing one claim (form post).
+    pub fn release(namespace: &str, name: &str) -> String {
+        format!("{CLAIMS}/{namespace}/{name}/release")
+    }
 
     /// The page of one user.
     pub fn user(name: &str) -> String {

@@ -93,6 +93,8 @@ pub enum Notice {
     SessionsRevoked,
     UserDeleted { name: String },
     SessionRevoked,
+    ClaimCreated { name: String },
+    ClaimReleased { name: String },
 }
 
 impl Notice {
@@ -106,12 +108,16 @@ impl Notice {
             Self::SessionsRevoked => "notice-sessions-revoked",
             Self::UserDeleted { .. } => "notice-user-deleted",
             Self::SessionRevoked => "notice-session-revoked",
+            Self::ClaimCreated { .. } => "notice-claim-created",
+            Self::ClaimReleased { .. } => "notice-claim-released",
         }
     }
 
     pub fn message(&self, locale: Locale) -> String {
         match self {
-            Self::UserDeleted { name } => {
+            Self::UserDeleted { name }
+            | Self::ClaimCreated { name }
+            | Self::ClaimReleased { name } => {
                 locale.t_with(self.fluent_key(), &[("name", name.clone())])
             }
             _ => locale.t(self.fluent_key()),
@@ -129,6 +135,7 @@ pub enum PageData {
     Account(AccountView),
     Audit(AuditView),
     Authorize(AuthorizeView),
+    Dashboard(DashboardView),
 }
 
 impl PageData {
@@ -246,4 +253,46 @@ pub struct AuditView {
     pub per_page: i64,
     pub total: i64,
     pub rows: Vec<AuditRow>,
+}
+
+/// The dashboard: the pools the person may see and their own claims (SPEC §6).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DashboardView {
+    /// Whether the console is connected to a cluster at all.
+    pub cluster: bool,
+    pub pools: Vec<PoolRow>,
+    pub claims: Vec<ClaimRow>,
+    /// Lifetimes offered when claiming, in seconds.
+    pub ttl_choices: Vec<u32>,
+}
+
+/// A VirtualMachinePool as the dashboard shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolRow {
+    pub namespace: String,
+    pub name: String,
+    /// Ready, unclaimed members.
+    pub ready: u32,
+    pub claimed: u32,
+    pub max: u32,
+    /// Whether Kubernetes lets this person create claims in the namespace
+    /// (SelfSubjectAccessReview).
+    pub can_claim: bool,
+}
+
+/// One of the person's VirtualMachineClaims.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimRow {
+    pub namespace: String,
+    pub name: String,
+    pub pool: String,
+    /// `Pending`, `Bound`, `Releasing`, `Failed`, or empty before the controller saw it.
+    pub phase: String,
+    pub reason: String,
+    pub message: String,
+    /// RFC 3339, UTC.
+    pub expires_at: Option<String>,
+    /// Seconds left when the page was rendered.
+    pub remaining_secs: Option<i64>,
+    pub addresses: Vec<String>,
 }

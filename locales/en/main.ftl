@@ -175,3 +175,47 @@ authorize-switch-account = Use another account
 error-authorize-unknown-client = the application that sent you here is not registered with this console
 error-authorize-redirect = the address to return to is not registered for this application
 error-authorize-malformed-state = the request carries a malformed state or nonce
+
+## Dashboard: pools and claims
+dashboard-no-cluster = The console is not connected to a Kubernetes cluster.
+dashboard-pools-title = Pools
+dashboard-no-pools = No pool is visible to you.
+dashboard-pool-counts = { $ready } ready · { $claimed } claimed · max { $max }
+dashboard-claim-ttl = Lifetime
+dashboard-claim-submit = Claim a sandbox
+dashboard-claim-forbidden = Your roles do not allow claiming here.
+dashboard-claims-title = My sandboxes
+dashboard-no-claims = You have no sandbox. Claim one from a pool.
+dashboard-col-name = Name
+dashboard-col-pool = Pool
+dashboard-col-phase = State
+dashboard-col-expires = Expires
+dashboard-col-addresses = Addresses
+dashboard-expires-in = { $minutes ->
+    [one] in 1 minute
+   *[other] in { $minutes } minutes
+}
+dashboard-expires-soon = in less than a minute
+dashboard-connect = Connect command
+dashboard-copy = Copy
+dashboard-release = Release…
+dashboard-release-confirm = Release { $name } now? The VM is deleted.
+dashboard-release-submit = Release
+dashboard-refresh-hint = This page updates by itself with JavaScript; without it, reload to see changes.
+ttl-minutes = { $minutes ->
+    [one] 1 minute
+   *[other] { $minutes } minutes
+}
+ttl-hours = { $hours ->
+    [one] 1 hour
+   *[other] { $hours } hours
+}
+phase-pending = Pending
+phase-bound = Bound
+phase-releasing = Releasing
+phase-failed = Failed
+phase-new = Submitted
+notice-claim-created = Claim { $name } created: it is bound as soon as a sandbox is ready.
+notice-claim-released = { $name } is being released.
+error-kubernetes = Kubernetes refused: { $message }
+error-invalid-claim = Choose one of the pools and lifetimes offered.

@@ -5,6 +5,7 @@
 
 mod account;
 mod admin;
+mod claims;
 pub mod config;
 pub mod dev_cluster;
 mod form;

@@ -15,7 +15,7 @@ use leptos::prelude::LeptosOptions;
 use crate::admin::UserAction;
 use crate::config::Config;
 use crate::kube_access::KubeAccess;
-use crate::{account, admin, handlers, middleware, oidc, pages, session};
+use crate::{account, admin, claims, handlers, middleware, oidc, pages, session};
 
 /// What every handler may use.
 #[derive(Clone)]
@@ -45,7 +45,13 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
         }
     };
     Router::new()
-        .route(paths::DASHBOARD, get(pages::page))
+        .route(paths::DASHBOARD, get(claims::dashboard_page))
+        .route(paths::CLAIMS, post(claims::create_claim))
+        .route(
+            "/claims/{namespace}/{name}/release",
+            post(claims::release_claim),
+        )
+        .route(paths::DASHBOARD_EVENTS, get(claims::dashboard_events))
         .route(paths::SIGN_IN, get(pages::page).post(handlers::sign_in))
         .route(
             paths::CHANGE_PASSWORD,

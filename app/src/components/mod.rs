@@ -189,3 +189,20 @@ pub fn SignOutButton() -> impl IntoView {
         </form>
     }
 }
+
+/// Copies `text` to the clipboard once hydrated; without JavaScript the text beside it
+/// can be selected and copied by hand.
+#[component]
+pub fn CopyButton(text: String, label: String) -> impl IntoView {
+    let copy = move |_| {
+        #[cfg(feature = "hydrate")]
+        if let Some(window) = web_sys::window() {
+            let _ = window.navigator().clipboard().write_text(&text);
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = &text;
+    };
+    view! {
+        <button type="button" class=crate::pages::SECONDARY_BUTTON on:click=copy>{label}</button>
+    }
+}

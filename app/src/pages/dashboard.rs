@@ -1,10 +1,15 @@
 use leptos::prelude::*;
 
-use crate::components::AppHeader;
-use crate::page_state;
+use super::{DANGER_BUTTON, PRIMARY_BUTTON, SECONDARY_BUTTON};
+use crate::components::{AppHeader, CopyButton, Messages};
+use crate::i18n::Locale;
+use crate::{ClaimRow, DashboardView, PageData, PoolRow, page_state, paths};
 
-/// The signed-in home page. Pools and claims arrive with the cluster features; until
-/// then it says so instead of showing an empty frame.
+/// The self-service heart of the console (SPEC §6): the pools this person may see, each
+/// with a claim form when Kubernetes allows it, and their own sandboxes with phase,
+/// countdown, addresses and release. Server-rendered and complete without JavaScript;
+/// once hydrated, the sandboxes update live from `/events/dashboard` and the countdowns
+/// tick.
 #[component]
 pub fn Dashboard() -> impl IntoView {
     let state = page_state();
@@ -14,19 +19,274 @@ pub fn Dashboard() -> impl IntoView {
         .as_ref()
         .map(|u| u.label().to_owned())
         .unwrap_or_default();
+    let view_data = match state.data {
+        PageData::Dashboard(view) => view,
+        _ => DashboardView::default(),
+    };
+    let live = RwSignal::new(view_data);
+    follow_live_updates(live);
     view! {
         <AppHeader />
-        <main class="mx-auto max-w-5xl px-4 py-10">
-            <h1 class="text-2xl font-semibold tracking-tight">{locale.t("dashboard-title")}</h1>
-            <p class="mt-1 text-slate-600 dark:text-slate-300" data-testid="welcome">
-                {locale.t_with("dashboard-welcome", &[("name", name)])}
-            </p>
-            <div class="mt-8 rounded-2xl border border-dashed border-slate-300 p-10 text-center dark:border-slate-700">
-                <p class="font-medium">{locale.t("dashboard-empty-title")}</p>
-                <p class="mt-1 text-sm text-slate-500 dark:text-slate-400">
-                    {locale.t("dashboard-empty-body")}
+        <main class="mx-auto max-w-5xl space-y-8 px-4 py-8">
+            <div>
+                <h1 class="text-2xl font-semibold tracking-tight">{locale.t("dashboard-title")}</h1>
+                <p class="mt-1 text-slate-600 dark:text-slate-300" data-testid="welcome">
+                    {locale.t_with("dashboard-welcome", &[("name", name)])}
                 </p>
             </div>
+            <Messages />
+            {move || {
+                let view = live.get();
+                if view.cluster {
+                    view! {
+                        <Pools pools=view.pools.clone() ttl_choices=view.ttl_choices.clone() locale />
+                        <Claims claims=view.claims locale />
+                    }
+                    .into_any()
+                } else {
+                    view! {
+                        <p class="rounded-2xl border border-dashed border-slate-300 p-10 text-center dark:border-slate-700">
+                            {locale.t("dashboard-no-cluster")}
+                        </p>
+                    }
+                    .into_any()
+                }
+            }}
         </main>
     }
+}
+
+#[component]
+fn Pools(pools: Vec<PoolRow>, ttl_choices: Vec<u32>, locale: Locale) -> impl IntoView {
+    let card = "rounded-2xl border border-slate-200 bg-white p-5 shadow-sm dark:border-slate-800 dark:bg-slate-900";
+    let empty = pools.is_empty();
+    view! {
+        <section aria-labelledby="pools-title" class="space-y-3">
+            <h2 id="pools-title" class="text-lg font-semibold">{locale.t("dashboard-pools-title")}</h2>
+            {empty.then(|| view! { <p class="text-sm text-slate-500">{locale.t("dashboard-no-pools")}</p> })}
+            <ul class="grid gap-4 sm:grid-cols-2">
+                {pools
+                    .into_iter()
+                    .map(|pool| {
+                        let counts = locale.t_with(
+                            "dashboard-pool-counts",
+                            &[
+                                ("ready", pool.ready.to_string()),
+                                ("claimed", pool.claimed.to_string()),
+                                ("max", pool.max.to_string()),
+                            ],
+                        );
+                        let form = if pool.can_claim {
+                            let choices = ttl_choices.clone();
+                            view! {
+                                <form method="post" action=paths::CLAIMS class="mt-4 flex flex-wrap items-end gap-3">
+                                    <input type="hidden" name="namespace" value=pool.namespace.clone() />
+                                    <input type="hidden" name="pool" value=pool.name.clone() />
+                                    <label class="text-sm font-medium">
+                                        {locale.t("dashboard-claim-ttl")}
+                                        <select name="ttl_seconds" class="mt-1 block rounded-lg border border-slate-300 bg-white px-3 py-2 dark:border-slate-700 dark:bg-slate-950">
+                                            {choices
+                                                .into_iter()
+                                                .map(|secs| view! { <option value=secs.to_string()>{ttl_label(secs, locale)}</option> })
+                                                .collect_view()}
+                                        </select>
+                                    </label>
+                                    <button type="submit" class=PRIMARY_BUTTON>{locale.t("dashboard-claim-submit")}</button>
+                                </form>
+                            }
+                            .into_any()
+                        } else {
+                            view! { <p class="mt-4 text-sm text-slate-500">{locale.t("dashboard-claim-forbidden")}</p> }.into_any()
+                        };
+                        view! {
+                            <li class=card data-testid="pool" data-pool=pool.name.clone()>
+                                <p class="font-semibold">{pool.name.clone()}</p>
+                                <p class="text-xs text-slate-500">{pool.namespace.clone()}</p>
+                                <p class="mt-2 text-sm" data-testid="pool-counts">{counts}</p>
+                                {form}
+                            </li>
+                        }
+                    })
+                    .collect_view()}
+            </ul>
+        </section>
+    }
+}
+
+#[component]
+fn Claims(claims: Vec<ClaimRow>, locale: Locale) -> impl IntoView {
+    let th = "px-3 py-2 text-left font-medium";
+    let empty = claims.is_empty();
+    view! {
+        <section aria-labelledby="claims-title" class="space-y-3">
+            <h2 id="claims-title" class="text-lg font-semibold">{locale.t("dashboard-claims-title")}</h2>
+            <p class="text-xs text-slate-500">{locale.t("dashboard-refresh-hint")}</p>
+            {empty.then(|| view! { <p class="text-sm text-slate-500" data-testid="no-claims">{locale.t("dashboard-no-claims")}</p> })}
+            <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
+                <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="claims-table">
+                    <thead class="bg-slate-100 dark:bg-slate-900">
+                        <tr>
+                            <th class=th scope="col">{locale.t("dashboard-col-name")}</th>
+                            <th class=th scope="col">{locale.t("dashboard-col-pool")}</th>
+                            <th class=th scope="col">{locale.t("dashboard-col-phase")}</th>
+                            <th class=th scope="col">{locale.t("dashboard-col-expires")}</th>
+                            <th class=th scope="col">{locale.t("dashboard-col-addresses")}</th>
+                            <th class=th scope="col"><span class="sr-only">{locale.t("dashboard-release-submit")}</span></th>
+                        </tr>
+                    </thead>
+                    <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
+                        {claims.into_iter().map(|claim| view! { <ClaimLine claim locale /> }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        </section>
+    }
+}
+
+#[component]
+fn ClaimLine(claim: ClaimRow, locale: Locale) -> impl IntoView {
+    let detail = [claim.reason.as_str(), claim.message.as_str()]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(": ");
+    let connect = claim
+        .addresses
+        .first()
+        .map(|address| format!("ssh sandbox@{address}"));
+    let release_question =
+        locale.t_with("dashboard-release-confirm", &[("name", claim.name.clone())]);
+    view! {
+        <tr data-testid="claim" data-claim=claim.name.clone() data-phase=claim.phase.clone()>
+            <td class="px-3 py-2 font-mono text-xs">{claim.name.clone()}</td>
+            <td class="px-3 py-2">{claim.pool.clone()}</td>
+            <td class="px-3 py-2">
+                <PhaseBadge phase=claim.phase.clone() locale />
+                {(!detail.is_empty()).then(|| view! { <p class="mt-1 text-xs text-slate-500" data-testid="claim-reason">{detail}</p> })}
+            </td>
+            <td class="px-3 py-2">
+                {claim.expires_at.clone().map(|at| view! {
+                    <Countdown expires_at=at remaining_secs=claim.remaining_secs.unwrap_or_default() locale />
+                })}
+            </td>
+            <td class="px-3 py-2">
+                <ul class="space-y-1">
+                    {claim.addresses.iter().map(|a| view! { <li class="font-mono text-xs">{a.clone()}</li> }).collect_view()}
+                </ul>
+                {connect.map(|command| view! {
+                    <div class="mt-2 flex items-center gap-2">
+                        <code class="rounded bg-slate-100 px-2 py-1 text-xs dark:bg-slate-800" data-testid="connect">{command.clone()}</code>
+                        <CopyButton text=command label=locale.t("dashboard-copy") />
+                    </div>
+                })}
+            </td>
+            <td class="px-3 py-2 text-right">
+                <details>
+                    <summary class=SECONDARY_BUTTON>{locale.t("dashboard-release")}</summary>
+                    <form method="post" action=paths::release(&claim.namespace, &claim.name) class="mt-2 space-y-2">
+                        <p class="text-xs">{release_question}</p>
+                        <button type="submit" class=DANGER_BUTTON>{locale.t("dashboard-release-submit")}</button>
+                    </form>
+                </details>
+            </td>
+        </tr>
+    }
+}
+
+#[component]
+fn PhaseBadge(phase: String, locale: Locale) -> impl IntoView {
+    let (key, color) = match phase.as_str() {
+        "Bound" => (
+            "phase-bound",
+            "bg-emerald-100 text-emerald-800 dark:bg-emerald-950 dark:text-emerald-200",
+        ),
+        "Pending" => (
+            "phase-pending",
+            "bg-amber-100 text-amber-800 dark:bg-amber-950 dark:text-amber-200",
+        ),
+        "Releasing" => (
+            "phase-releasing",
+            "bg-slate-200 text-slate-800 dark:bg-slate-800 dark:text-slate-200",
+        ),
+        "Failed" => (
+            "phase-failed",
+            "bg-red-100 text-red-800 dark:bg-red-950 dark:text-red-200",
+        ),
+        _ => (
+            "phase-new",
+            "bg-slate-100 text-slate-700 dark:bg-slate-800 dark:text-slate-300",
+        ),
+    };
+    view! {
+        <span class=format!("rounded-full px-2 py-0.5 text-xs font-medium {color}") data-testid="phase">
+            {locale.t(key)}
+        </span>
+    }
+}
+
+/// "in 59 minutes" and the instant; once hydrated it counts down every second.
+#[component]
+fn Countdown(expires_at: String, remaining_secs: i64, locale: Locale) -> impl IntoView {
+    let remaining = RwSignal::new(remaining_secs);
+    #[cfg(feature = "hydrate")]
+    {
+        let handle = set_interval_with_handle(
+            move || remaining.update(|r| *r = (*r - 1).max(0)),
+            std::time::Duration::from_secs(1),
+        );
+        if let Ok(handle) = handle {
+            on_cleanup(move || handle.clear());
+        }
+    }
+    let text = move || {
+        let secs = remaining.get();
+        let clock = if secs >= 60 {
+            locale.t_with(
+                "dashboard-expires-in",
+                &[("minutes", (secs / 60).to_string())],
+            )
+        } else {
+            locale.t("dashboard-expires-soon")
+        };
+        format!("{clock} ({}:{:02})", secs / 60, secs % 60)
+    };
+    view! {
+        <time datetime=expires_at.clone() title=expires_at data-testid="countdown">{text}</time>
+    }
+}
+
+fn ttl_label(secs: u32, locale: Locale) -> String {
+    if secs.is_multiple_of(3600) {
+        locale.t_with("ttl-hours", &[("hours", (secs / 3600).to_string())])
+    } else {
+        locale.t_with("ttl-minutes", &[("minutes", (secs / 60).to_string())])
+    }
+}
+
+/// Once hydrated: replaces the dashboard's data with each snapshot the server pushes
+/// (server-sent events; the browser reconnects by itself after an error).
+fn follow_live_updates(live: RwSignal<DashboardView>) {
+    #[cfg(feature = "hydrate")]
+    {
+        use wasm_bindgen::JsCast;
+        use wasm_bindgen::closure::Closure;
+        let Ok(source) = web_sys::EventSource::new(paths::DASHBOARD_EVENTS) else {
+            return;
+        };
+        let on_message = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(
+            move |event: web_sys::MessageEvent| {
+                if let Some(text) = event.data().as_string()
+                    && let Ok(view) = serde_json::from_str::<DashboardView>(&text)
+                {
+                    live.set(view);
+                }
+            },
+        );
+        source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        // The page lives as long as the document (there is no client-side router), so the
+        // handler and the connection live as long too.
+        on_message.forget();
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = live;
 }

@@ -5,7 +5,7 @@ use super::users::{
     DANGER_BUTTON, PRIMARY_BUTTON, PasswordChoiceFields, ProfileFields, SECONDARY_BUTTON,
     StateBadge,
 };
-use crate::components::{AppHeader, Messages};
+use crate::components::{AppHeader, CopyButton, Messages};
 use crate::{PageData, page_state, paths};
 
 /// One user (admins): profile and roles, disable/enable, password reset, ending sessions,
@@ -104,21 +104,4 @@ pub fn UserDetail() -> impl IntoView {
         </main>
     }
     .into_any()
-}
-
-/// Copies `text` to the clipboard once hydrated; without JavaScript the field beside it
-/// can be selected and copied by hand.
-#[component]
-fn CopyButton(text: String, label: String) -> impl IntoView {
-    let copy = move |_| {
-        #[cfg(feature = "hydrate")]
-        if let Some(window) = web_sys::window() {
-            let _ = window.navigator().clipboard().write_text(&text);
-        }
-        #[cfg(not(feature = "hydrate"))]
-        let _ = &text;
-    };
-    view! {
-        <button type="button" class=SECONDARY_BUTTON on:click=copy>{label}</button>
-    }
 }

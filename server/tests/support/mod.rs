@@ -116,6 +116,48 @@ impl TestApp {
         }
     }
 
+    /// A console connected to a fresh dev cluster (the emulator with the chart, a `demo`
+    /// namespace and pool `sandbox`), whose controllers and simulated provider run until
+    /// the test's runtime ends.
+    pub async fn with_dev_cluster() -> (Self, server::dev_cluster::DevCluster) {
+        let mut app = Self::new().await;
+        let dir = app._dir.path().join("cluster");
+        let dev = server::dev_cluster::DevCluster::start(
+            "127.0.0.1:0".parse().unwrap(),
+            &dir,
+            "http://127.0.0.1:3000",
+        )
+        .await
+        .unwrap();
+        let mut controllers = cluster::ControllerConfig::new("banlieue-system", "test");
+        controllers.simulated_provider = Some(cluster::SimulatedProviderConfig {
+            ready_after: Some(Duration::from_millis(200)),
+            destroy_after: Duration::from_millis(100),
+        });
+        let client = dev.access.console_client().unwrap();
+        tokio::spawn(cluster::run_controllers(
+            client,
+            controllers,
+            Arc::new(cluster::Metrics::default()),
+            std::future::pending(),
+        ));
+        let config = server::config::Cli::try_parse_from(["banlieue-console"])
+            .unwrap()
+            .settings
+            .validate()
+            .unwrap();
+        let sessions = app.store().session_backend().await.unwrap();
+        let state = AppState {
+            accounts: app.accounts.clone(),
+            issuer: app.issuer.clone(),
+            kube: Some(dev.access.clone()),
+            leptos: startup::leptos_options(&config),
+            config: Arc::new(config),
+        };
+        app.router = router(state, sessions);
+        (app, dev)
+    }
+
     /// A console served over HTTP on a fresh loopback port, its issuer URL being that
     /// address. The server stops with the test's runtime.
     pub async fn serve(args: &[&str]) -> Self {

@@ -1,0 +1,347 @@
+//! The dashboard's cluster side (SPEC §6): pools and the person's own claims, claiming
+//! and releasing, and the live snapshots — every call made as the signed-in person
+//! ([`KubeAccess::as_user`]), so Kubernetes RBAC and the claim admission policy decide.
+
+use std::convert::Infallible;
+
+use app::{AppError, ClaimRow, DashboardView, Notice, Page, PageData, PageState, PoolRow, paths};
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use banlieue_store::UserRecord;
+use cluster::crd::{
+    ClaimSubject, VirtualMachineClaim, VirtualMachineClaimSpec, VirtualMachinePool,
+};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+use time::OffsetDateTime;
+
+use crate::AppState;
+use crate::form::Form;
+use crate::middleware::{internal_error, signed_in};
+use crate::pages;
+
+/// Lifetimes offered when claiming, in seconds: 15 minutes, 1 hour, 4 hours.
+pub const TTL_CHOICES: [u32; 3] = [900, 3600, 14_400];
+
+/// `GET /`: the dashboard.
+pub async fn dashboard_page(State(app): State<AppState>, request: Request) -> Response {
+    let (state, user) = signed_in(&request);
+    render(&app, state, &user, None, None).await
+}
+
+/// `POST /claims` with `namespace`, `pool`, `ttl_seconds`: creates a VirtualMachineClaim
+/// as the person, for themselves (`spec.subject` = this console's issuer and their name,
+/// which the admission policy checks against the caller).
+pub async fn create_claim(State(app): State<AppState>, request: Request) -> Response {
+    let (state, user) = signed_in(&request);
+    let form = match Form::read(request.into_body()).await {
+        Ok(form) => form,
+        Err(error) => return render(&app, state, &user, None, Some(error)).await,
+    };
+    let ttl = form.get("ttl_seconds").parse::<u32>().ok();
+    let (namespace, pool) = (form.get("namespace"), form.get("pool"));
+    let (Some(ttl), false, false) = (
+        ttl.filter(|t| TTL_CHOICES.contains(t)),
+        namespace.is_empty(),
+        pool.is_empty(),
+    ) else {
+        return render(&app, state, &user, None, Some(AppError::InvalidClaim)).await;
+    };
+    let Some(client) = user_client(&app, &user) else {
+        return render(
+            &app,
+            state,
+            &user,
+            None,
+            Some(AppError::NoClusterConfigured),
+        )
+        .await;
+    };
+    let claim = VirtualMachineClaim {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{}-", user.name)),
+            namespace: Some(namespace.to_owned()),
+            ..ObjectMeta::default()
+        },
+        spec: VirtualMachineClaimSpec {
+            pool_ref: pool.to_owned(),
+            ttl_seconds: ttl,
+            subject: ClaimSubject {
+                issuer: app.config.external_url.clone(),
+                id: user.name.to_string(),
+            },
+        },
+        status: None,
+    };
+    let created = Api::<VirtualMachineClaim>::namespaced(client, namespace)
+        .create(&PostParams::default(), &claim)
+        .await;
+    match created {
+        Ok(created) => {
+            let notice = Notice::ClaimCreated {
+                name: created.name_any(),
+            };
+            render(&app, state, &user, Some(notice), None).await
+        }
+        Err(error) => render(&app, state, &user, None, Some(refusal(error))).await,
+    }
+}
+
+/// `POST /claims/{namespace}/{name}/release`: deletes the claim as the person; the claim
+/// controller deletes its VM first (SPEC §6 release ordering).
+pub async fn release_claim(
+    State(app): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+    request: Request,
+) -> Response {
+    let (state, user) = signed_in(&request);
+    let Some(client) = user_client(&app, &user) else {
+        return render(
+            &app,
+            state,
+            &user,
+            None,
+            Some(AppError::NoClusterConfigured),
+        )
+        .await;
+    };
+    let deleted = Api::<VirtualMachineClaim>::namespaced(client, &namespace)
+        .delete(&name, &DeleteParams::default())
+        .await;
+    match deleted {
+        Ok(_) => {
+            render(
+                &app,
+                state,
+                &user,
+                Some(Notice::ClaimReleased { name }),
+                None,
+            )
+            .await
+        }
+        Err(error) => render(&app, state, &user, None, Some(refusal(error))).await,
+    }
+}
+
+/// `GET /events/dashboard`: server-sent events, each a JSON [`DashboardView`] sent when
+/// the person's pools or claims change (a watch as the person), so an open page updates
+/// without reloading.
+pub async fn dashboard_events(State(app): State<AppState>, request: Request) -> Response {
+    let (_, user) = signed_in(&request);
+    let Some(client) = user_client(&app, &user) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    Sse::new(snapshots(app, user, client))
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+fn snapshots(
+    app: AppState,
+    user: UserRecord,
+    client: kube::Client,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    let claims = watcher(
+        Api::<VirtualMachineClaim>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .map(|_| ());
+    let pools = watcher(
+        Api::<VirtualMachinePool>::all(client),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .map(|_| ());
+    futures::stream::select(claims, pools)
+        .ready_chunks(256)
+        .then(move |_| {
+            let (app, user) = (app.clone(), user.clone());
+            async move { dashboard_view(&app, &user).await.ok() }
+        })
+        .scan(None::<DashboardView>, |last, view| {
+            let fresh = view.filter(|v| last.as_ref() != Some(v));
+            if let Some(view) = &fresh {
+                *last = Some(view.clone());
+            }
+            std::future::ready(Some(fresh))
+        })
+        .filter_map(|fresh| async move {
+            let json = serde_json::to_string(&fresh?).ok()?;
+            Some(Ok(Event::default().data(json)))
+        })
+}
+
+async fn render(
+    app: &AppState,
+    mut state: PageState,
+    user: &UserRecord,
+    notice: Option<Notice>,
+    error: Option<AppError>,
+) -> Response {
+    state.page = Page::Dashboard;
+    state.path = paths::DASHBOARD.to_owned();
+    state.notice = notice;
+    let view = match dashboard_view(app, user).await {
+        Ok(view) => view,
+        Err(Loading::Refused(refused)) => {
+            let error = error.unwrap_or(refused);
+            state.data = PageData::Dashboard(DashboardView::default());
+            return pages::with_feedback(app, state, error, Default::default()).await;
+        }
+        Err(Loading::Failed(failure)) => return internal_error(state.locale, &failure),
+    };
+    state.data = PageData::Dashboard(view);
+    match error {
+        Some(error) => pages::with_feedback(app, state, error, Default::default()).await,
+        None => pages::render(app, state, StatusCode::OK).await,
+    }
+}
+
+enum Loading {
+    /// Kubernetes said no (shown to the person).
+    Refused(AppError),
+    Failed(anyhow::Error),
+}
+
+/// The pools the person may list and their own claims, read as them.
+async fn dashboard_view(app: &AppState, user: &UserRecord) -> Result<DashboardView, Loading> {
+    let Some(client) = user_client(app, user) else {
+        return Ok(DashboardView::default());
+    };
+    let pools = visible(
+        Api::<VirtualMachinePool>::all(client.clone())
+            .list(&ListParams::default())
+            .await,
+    )?;
+    let claims = visible(
+        Api::<VirtualMachineClaim>::all(client.clone())
+            .list(&ListParams::default())
+            .await,
+    )?;
+    let mut claim_rights = std::collections::HashMap::new();
+    let mut pool_rows = Vec::with_capacity(pools.len());
+    for pool in pools {
+        let namespace = pool.namespace().unwrap_or_default();
+        let can_claim = match claim_rights.get(&namespace) {
+            Some(allowed) => *allowed,
+            None => {
+                let allowed = may_create_claims(&client, &namespace)
+                    .await
+                    .map_err(Loading::Failed)?;
+                claim_rights.insert(namespace.clone(), allowed);
+                allowed
+            }
+        };
+        let status = pool.status.clone().unwrap_or_default();
+        pool_rows.push(PoolRow {
+            name: pool.name_any(),
+            namespace,
+            ready: status.ready_replicas,
+            claimed: status.claimed_replicas,
+            max: pool.spec.max_replicas,
+            can_claim,
+        });
+    }
+    let now = OffsetDateTime::now_utc();
+    let mut claim_rows: Vec<ClaimRow> = claims
+        .into_iter()
+        .filter(|c| {
+            c.spec.subject.id == user.name.as_str()
+                && c.spec.subject.issuer == app.config.external_url
+        })
+        .map(|claim| claim_row(claim, now))
+        .collect();
+    claim_rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    Ok(DashboardView {
+        cluster: true,
+        pools: pool_rows,
+        claims: claim_rows,
+        ttl_choices: TTL_CHOICES.to_vec(),
+    })
+}
+
+fn claim_row(claim: VirtualMachineClaim, now: OffsetDateTime) -> ClaimRow {
+    let status = claim.status.clone().unwrap_or_default();
+    let expires = status
+        .expires_at
+        .as_ref()
+        .and_then(|t| OffsetDateTime::from_unix_timestamp(t.0.as_second()).ok());
+    ClaimRow {
+        namespace: claim.namespace().unwrap_or_default(),
+        name: claim.name_any(),
+        pool: claim.spec.pool_ref.clone(),
+        phase: status.phase.unwrap_or_default(),
+        reason: status.reason.unwrap_or_default(),
+        message: status.message.unwrap_or_default(),
+        expires_at: expires.map(crate::admin::format_instant),
+        remaining_secs: expires.map(|at| (at - now).whole_seconds().max(0)),
+        addresses: status.addresses.iter().map(|a| a.address.clone()).collect(),
+    }
+}
+
+/// SelfSubjectAccessReview: may the person create claims in `namespace`?
+async fn may_create_claims(client: &kube::Client, namespace: &str) -> anyhow::Result<bool> {
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                group: Some("banlieue.io".into()),
+                resource: Some("virtualmachineclaims".into()),
+                verb: Some("create".into()),
+                namespace: Some(namespace.into()),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    let answer = Api::<SelfSubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
+/// A list the person may not read at all is an empty list, not an error.
+fn visible<K: Clone>(listed: kube::Result<kube::core::ObjectList<K>>) -> Result<Vec<K>, Loading> {
+    match listed {
+        Ok(list) => Ok(list.items),
+        Err(kube::Error::Api(status)) if status.code == 403 => Ok(Vec::new()),
+        Err(error) => Err(match refusal(error) {
+            AppError::Internal { .. } => Loading::Failed(anyhow::anyhow!("listing failed")),
+            refused => Loading::Refused(refused),
+        }),
+    }
+}
+
+/// Kubernetes' answer, translated: an API refusal keeps the API server's message.
+fn refusal(error: kube::Error) -> AppError {
+    match error {
+        kube::Error::Api(status) => AppError::Kubernetes {
+            code: status.code,
+            message: status.message.clone(),
+        },
+        other => {
+            let correlation_id = crate::middleware::correlation_id();
+            tracing::error!(%correlation_id, error = %other, "Kubernetes request failed");
+            AppError::Internal { correlation_id }
+        }
+    }
+}
+
+fn user_client(app: &AppState, user: &UserRecord) -> Option<kube::Client> {
+    let access = app.kube.as_ref()?;
+    match access.as_user(user) {
+        Ok(client) => Some(client),
+        Err(error) => {
+            tracing::error!(%error, "cannot build an impersonating client");
+            None
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! The dashboard against the dev cluster (the Kubernetes emulator with the chart, the
+//! controllers and the simulated provider), as different people: everything is done as
+//! them through impersonation, so Kubernetes RBAC and admission decide.
+
+mod support;
+
+use axum::http::StatusCode;
+use support::{TestApp, form, get, post_form};
+
+const PASSWORD: &str = "correct horse battery";
+
+/// Reloads the dashboard until `done` holds for its HTML (the controllers work in the
+/// background); fails after a generous bound.
+async fn dashboard_until(app: &TestApp, cookie: &str, done: impl Fn(&str) -> bool) -> String {
+    for _ in 0..300 {
+        let page = app.send(get("/", Some(cookie))).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+        if done(&page.body) {
+            return page.body;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the dashboard never reached the expected state");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_developer_claims_a_sandbox_sees_it_bound_and_releases_it() {
+    let (app, dev) = TestApp::with_dev_cluster().await;
+    app.create_user("alice", PASSWORD, &["developer"], false)
+        .await;
+    let cookie = app.sign_in("alice", PASSWORD).await;
+
+    let page = dashboard_until(&app, &cookie, |b| b.contains("3 ready")).await;
+    assert!(
+        page.contains("data-pool=\"sandbox\""),
+        "the demo pool is listed"
+    );
+    assert!(page.contains("Claim a sandbox"), "a developer may claim");
+
+    let claimed = app
+        .send(post_form(
+            "/claims",
+            form(&[
+                ("namespace", "demo"),
+                ("pool", "sandbox"),
+                ("ttl_seconds", "900"),
+            ]),
+            Some(&cookie),
+        ))
+        .await;
+    assert_eq!(claimed.status, StatusCode::OK, "{}", claimed.body);
+    assert!(claimed.body.contains("role=\"status\""), "{}", claimed.body);
+
+    let bound = dashboard_until(&app, &cookie, |b| b.contains("data-phase=\"Bound\"")).await;
+    assert!(bound.contains("data-testid=\"countdown\""));
+    assert!(
+        bound.contains("ssh sandbox@"),
+        "a connect command for the address"
+    );
+    let name = bound
+        .split("data-claim=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    assert!(name.starts_with("alice-"), "{name}");
+
+    let released = app
+        .send(post_form(
+            &format!("/claims/demo/{name}/release"),
+            "",
+            Some(&cookie),
+        ))
+        .await;
+    assert_eq!(released.status, StatusCode::OK, "{}", released.body);
+    dashboard_until(&app, &cookie, |b| !b.contains(&name)).await;
+    dev.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_sees_pools_but_kubernetes_refuses_a_forged_claim() {
+    let (app, dev) = TestApp::with_dev_cluster().await;
+    app.create_user("victor", PASSWORD, &["viewer"], false)
+        .await;
+    let cookie = app.sign_in("victor", PASSWORD).await;
+    let page = dashboard_until(&app, &cookie, |b| b.contains("data-pool=\"sandbox\"")).await;
+    assert!(
+        !page.contains("Claim a sandbox"),
+        "no claim button for a viewer"
+    );
+
+    let forged = app
+        .send(post_form(
+            "/claims",
+            form(&[
+                ("namespace", "demo"),
+                ("pool", "sandbox"),
+                ("ttl_seconds", "900"),
+            ]),
+            Some(&cookie),
+        ))
+        .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
+    let alert = forged.alert().unwrap();
+    assert!(alert.contains("Kubernetes refused"), "{alert}");
+    assert!(
+        alert.contains("console:victor"),
+        "the API server's reason: {alert}"
+    );
+    dev.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_form_with_a_lifetime_not_offered_is_refused() {
+    let (app, dev) = TestApp::with_dev_cluster().await;
+    app.create_user("alice", PASSWORD, &["developer"], false)
+        .await;
+    let cookie = app.sign_in("alice", PASSWORD).await;
+    let refused = app
+        .send(post_form(
+            "/claims",
+            form(&[
+                ("namespace", "demo"),
+                ("pool", "sandbox"),
+                ("ttl_seconds", "999999"),
+            ]),
+            Some(&cookie),
+        ))
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    dev.shutdown().await;
+}
