@@ -115,6 +115,14 @@ pub enum Error {
         /// Requested audience.
         audience: String,
     },
+    /// The cache directory cannot be used safely (see [`crate::cache::Cache::ensure_dirs`]).
+    #[error("refusing to keep the token cache in {}: {reason}", path.display())]
+    UnsafeCacheDir {
+        /// The directory concerned.
+        path: PathBuf,
+        /// Why, and what to do.
+        reason: String,
+    },
     /// `logout` deleted the local session but could not revoke the refresh token.
     #[error("removed the local session, but could not revoke the refresh token at the issuer: {0}")]
     RevocationFailed(String),

@@ -94,6 +94,7 @@ fn token_prints_only_the_exec_credential_from_a_fresh_cache() {
 #[test]
 fn token_not_interactive_with_nothing_cached_fails_on_one_line() {
     let dir = tempfile::tempdir().unwrap();
+    let given = std::fs::metadata(dir.path()).unwrap().permissions().mode() & 0o7777;
     let issuer = format!("http://127.0.0.1:{}", dead_port());
     let info = r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":false}}"#;
     let o = run(
@@ -106,8 +107,10 @@ fn token_not_interactive_with_nothing_cached_fails_on_one_line() {
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("banlieue auth login"), "{err}");
-    let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o700);
+    // The CLI's own directory is private; the given one is left as it was.
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&dir.path().join("sessions")), 0o700);
+    assert_eq!(mode(dir.path()), given);
 }
 
 #[test]
@@ -272,4 +275,30 @@ fn kubeconfig_to_stdout_and_to_a_private_file() {
         requests.iter().all(|l| l == "GET /kubeconfig HTTP/1.1"),
         "{requests:?}"
     );
+}
+
+#[test]
+fn a_given_config_directory_keeps_its_permissions() {
+    let dir = tempfile::tempdir().unwrap();
+    // A shared directory with the sticky bit, like /tmp: used, not changed.
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let issuer = format!("http://127.0.0.1:{}", dead_port());
+    seed(&shared, &issuer, now() + 120, Some("rt"));
+    let o = run(&shared, &["auth", "token", "--issuer", &issuer], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&shared), 0o1777);
+    assert_eq!(mode(&shared.join("sessions")), 0o700);
+
+    // Writable by others without the sticky bit: refused, and still not changed.
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = run(&open, &["auth", "token", "--issuer", &issuer], &[]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("other users can write to it"), "{err}");
+    assert_eq!(mode(&open), 0o777);
 }
