@@ -1,5 +1,6 @@
 //! The token cache: one JSON file per (issuer, client id, audience) under the user's config
-//! directory, directory mode 0700, files 0600, replaced atomically, guarded by a file lock.
+//! directory, in a `sessions/` directory of mode 0700, files 0600, replaced atomically,
+//! guarded by a file lock. A configuration directory that already exists is never chmod-ed.
 //!
 //! Layout: `<config>/banlieue/sessions/<key>.json` and `<key>.lock`, where `<key>` is the first
 //! 32 hex digits of SHA-256(`issuer` NUL `client_id` NUL `audience`). The lock lives in its own
@@ -122,22 +123,47 @@ impl Cache {
         self.root.join("sessions")
     }
 
-    /// Creates the root and `sessions/` directories with mode 0700 (and tightens them to 0700
-    /// if they already exist).
+    /// Prepares the cache for writing.
+    ///
+    /// * The root is created (mode 0700, with any missing parents) if it does not exist. An
+    ///   existing root is never modified — it may be the person's own directory, or a shared
+    ///   one such as `/tmp` — but it is refused if other users can write to it without the
+    ///   sticky bit (they could then swap `sessions/` for their own).
+    /// * `sessions/`, the CLI's own directory, is created with mode 0700; if it exists it must
+    ///   be a real directory (not a symbolic link) owned by the current user, and is tightened
+    ///   to 0700. Session files inside are 0600.
     ///
     /// # Errors
-    /// [`Error::Io`].
+    /// [`Error::UnsafeCacheDir`]; [`Error::Io`].
     pub fn ensure_dirs(&self) -> Result<()> {
-        for dir in [self.root.clone(), self.sessions()] {
-            let mut b = DirBuilder::new();
-            b.recursive(true);
-            #[cfg(unix)]
-            b.mode(0o700);
-            b.create(&dir).map_err(|e| Error::io(&dir, e))?;
-            #[cfg(unix)]
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-                .map_err(|e| Error::io(&dir, e))?;
+        let root = &self.root;
+        match std::fs::metadata(root) {
+            Ok(meta) => check_existing_root(root, &meta)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let mut b = DirBuilder::new();
+                b.recursive(true);
+                #[cfg(unix)]
+                b.mode(0o700);
+                b.create(root).map_err(|e| Error::io(root, e))?;
+            }
+            Err(e) => return Err(Error::io(root, e)),
         }
+        let sessions = self.sessions();
+        let mut b = DirBuilder::new();
+        #[cfg(unix)]
+        b.mode(0o700);
+        match b.create(&sessions) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let meta =
+                    std::fs::symlink_metadata(&sessions).map_err(|e| Error::io(&sessions, e))?;
+                check_own_directory(&sessions, &meta)?;
+            }
+            Err(e) => return Err(Error::io(&sessions, e)),
+        }
+        #[cfg(unix)]
+        std::fs::set_permissions(&sessions, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| Error::io(&sessions, e))?;
         Ok(())
     }
 
@@ -166,6 +192,56 @@ impl Cache {
         out.sort_by(|a, b| (&a.issuer, &a.audience).cmp(&(&b.issuer, &b.audience)));
         out
     }
+}
+
+/// A root given by the person is used as it is, unless others can replace what is in it.
+fn check_existing_root(root: &Path, meta: &std::fs::Metadata) -> Result<()> {
+    if !meta.is_dir() {
+        return Err(Error::UnsafeCacheDir {
+            path: root.to_path_buf(),
+            reason: format!("it is not a directory; set {CONFIG_DIR_ENV} to a directory"),
+        });
+    }
+    #[cfg(unix)]
+    {
+        let mode = meta.permissions().mode();
+        let sticky = mode & 0o1000 != 0;
+        if mode & 0o022 != 0 && !sticky {
+            return Err(Error::UnsafeCacheDir {
+                path: root.to_path_buf(),
+                reason: format!(
+                    "other users can write to it (mode {:o}); remove their write permission (chmod go-w) or set {CONFIG_DIR_ENV} to a private directory",
+                    mode & 0o7777
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `sessions/` must be ours: a real directory owned by the current user.
+fn check_own_directory(dir: &Path, meta: &std::fs::Metadata) -> Result<()> {
+    let refuse = |reason: String| Error::UnsafeCacheDir {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    if meta.file_type().is_symlink() || !meta.is_dir() {
+        return Err(refuse(
+            "it is not a directory (a symbolic link or a file is not followed); remove it, or set BANLIEUE_CONFIG_DIR elsewhere".into(),
+        ));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let me = rustix::process::geteuid().as_raw();
+        if meta.uid() != me {
+            return Err(refuse(format!(
+                "it belongs to user id {}, not to you (user id {me}); set {CONFIG_DIR_ENV} to a private directory",
+                meta.uid()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The data and lock files of one session.
@@ -364,14 +440,70 @@ mod tests {
         assert_eq!(g.read().unwrap(), None);
     }
 
+    fn full_mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
     #[test]
-    fn existing_loose_directory_is_tightened() {
+    fn an_existing_root_keeps_its_permissions() {
+        // A home-like directory (0755) and a shared one with the sticky bit (1777, as /tmp):
+        // neither is changed; only the CLI's own sessions/ is made private.
+        for given in [0o755, 0o700, 0o1777, 0o1770] {
+            let tmp = tempfile::tempdir().unwrap();
+            let root = tmp.path().join("cfg");
+            std::fs::create_dir(&root).unwrap();
+            std::fs::set_permissions(&root, std::fs::Permissions::from_mode(given)).unwrap();
+            let cache = Cache::at(&root);
+            cache.ensure_dirs().unwrap();
+            assert_eq!(full_mode(&root), given, "{given:o}");
+            assert_eq!(full_mode(&cache.sessions()), 0o700, "{given:o}");
+        }
+    }
+
+    #[test]
+    fn a_root_others_can_write_without_sticky_bit_is_refused_and_left_alone() {
+        for given in [0o777, 0o775, 0o757] {
+            let tmp = tempfile::tempdir().unwrap();
+            let root = tmp.path().join("cfg");
+            std::fs::create_dir(&root).unwrap();
+            std::fs::set_permissions(&root, std::fs::Permissions::from_mode(given)).unwrap();
+            let cache = Cache::at(&root);
+            let err = cache.ensure_dirs().unwrap_err();
+            assert!(matches!(err, Error::UnsafeCacheDir { .. }), "{err}");
+            assert!(err.to_string().contains("other users can write"), "{err}");
+            assert!(err.to_string().contains(CONFIG_DIR_ENV), "{err}");
+            assert_eq!(full_mode(&root), given);
+            assert!(!cache.sessions().exists());
+        }
+    }
+
+    #[test]
+    fn our_own_sessions_directory_is_tightened_but_a_link_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("cfg");
-        std::fs::create_dir(&root).unwrap();
-        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
-        Cache::at(&root).ensure_dirs().unwrap();
-        assert_eq!(mode(&root), 0o700);
+        let cache = Cache::at(tmp.path().join("cfg"));
+        std::fs::create_dir_all(cache.sessions()).unwrap();
+        std::fs::set_permissions(cache.sessions(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        cache.ensure_dirs().unwrap();
+        assert_eq!(full_mode(&cache.sessions()), 0o700);
+
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let linked = Cache::at(tmp.path().join("linked"));
+        std::fs::create_dir(linked.root()).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, linked.sessions()).unwrap();
+        let err = linked.ensure_dirs().unwrap_err();
+        assert!(matches!(err, Error::UnsafeCacheDir { .. }), "{err}");
+        assert_eq!(full_mode(&elsewhere), 0o755);
+    }
+
+    #[test]
+    fn a_missing_root_is_created_private() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::at(tmp.path().join("a/b/cfg"));
+        cache.ensure_dirs().unwrap();
+        assert_eq!(full_mode(cache.root()), 0o700);
+        assert_eq!(full_mode(&cache.sessions()), 0o700);
     }
 
     #[tokio::test]

@@ -50,16 +50,20 @@ pub enum Error {
     },
     /// The refresh token was refused with `invalid_grant` (RFC 6749 §5.2): the session is over.
     #[error(
-        "the session has ended (the issuer refused the refresh token); run `banlieue auth login`"
+        "the session has ended: the issuer refused the refresh token (invalid_grant{}); run `banlieue auth login`",
+        description.as_deref().map(|d| format!(": {d}")).unwrap_or_default()
     )]
-    SessionEnded,
+    SessionEnded {
+        /// The issuer's `error_description`, sanitised ([`sanitize`]), if any.
+        description: Option<String>,
+    },
     /// An ID token failed validation (signature via JWKS, `iss`, `aud`, `exp`, `nonce`).
     #[error("ID token rejected: {0}")]
     InvalidIdToken(String),
     /// A browser sign-in is needed but the caller is not interactive (KUBERNETES_EXEC_INFO
-    /// `spec.interactive` is false).
+    /// `spec.interactive` is false, or, outside kubectl, stdin is not a terminal).
     #[error(
-        "sign-in needed but kubectl runs non-interactively; run `banlieue auth login --issuer {issuer}` in a terminal"
+        "sign-in needed but this is not an interactive terminal (kubectl runs the plugin non-interactively, or stdin is not a terminal); run `banlieue auth login --issuer {issuer}` in a terminal"
     )]
     NotInteractive {
         /// The issuer to sign in to.
@@ -115,6 +119,20 @@ pub enum Error {
         /// Requested audience.
         audience: String,
     },
+    /// `status` without `--issuer` found no cached session at all.
+    #[error(
+        "no cached sessions in {}; run `banlieue auth login --issuer URL`",
+        .0.display()
+    )]
+    NoSessions(PathBuf),
+    /// The cache directory cannot be used safely (see [`crate::cache::Cache::ensure_dirs`]).
+    #[error("refusing to keep the token cache in {}: {reason}", path.display())]
+    UnsafeCacheDir {
+        /// The directory concerned.
+        path: PathBuf,
+        /// Why, and what to do.
+        reason: String,
+    },
     /// `logout` deleted the local session but could not revoke the refresh token.
     #[error("removed the local session, but could not revoke the refresh token at the issuer: {0}")]
     RevocationFailed(String),
@@ -144,5 +162,104 @@ pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
     parts.join(": ")
 }
 
+/// Bidirectional-text controls (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069): they
+/// can make a terminal show text in another order than it was sent ("Trojan source").
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Makes text that came from elsewhere (an issuer, a callback URL, an HTTP body) safe to print
+/// on one terminal line: drops ANSI/VT escape sequences (CSI `ESC [ … final`, OSC/DCS/SOS/PM/APC
+/// strings up to BEL or ST, two-character `ESC x`, and their C1 forms), every other control
+/// character and bidirectional-text controls; turns line breaks and tabs into spaces, collapses
+/// runs of whitespace, trims, and cuts the result to `max_chars` characters (ending with `…`).
+pub fn sanitize(text: &str, max_chars: usize) -> String {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Skip {
+        None,
+        /// After ESC: the next character decides.
+        Escape,
+        /// Inside a CSI sequence, up to a final byte in 0x40..=0x7E.
+        Csi,
+        /// Inside an OSC/DCS/SOS/PM/APC string, up to BEL or ST (`ESC \` or U+009C).
+        String,
+        /// Inside a string, just after an ESC (a `\\` ends it).
+        StringEscape,
+    }
+    let mut skip = Skip::None;
+    let mut cleaned = String::with_capacity(text.len().min(max_chars * 4));
+    for c in text.chars() {
+        skip = match skip {
+            Skip::Escape => match c {
+                '[' => Skip::Csi,
+                ']' | 'P' | 'X' | '^' | '_' => Skip::String,
+                _ => Skip::None,
+            },
+            Skip::Csi if ('\u{40}'..='\u{7e}').contains(&c) => Skip::None,
+            Skip::Csi => Skip::Csi,
+            Skip::String | Skip::StringEscape if c == '\u{7}' || c == '\u{9c}' => Skip::None,
+            Skip::StringEscape if c == '\\' => Skip::None,
+            Skip::String | Skip::StringEscape if c == '\u{1b}' => Skip::StringEscape,
+            Skip::String | Skip::StringEscape => Skip::String,
+            Skip::None => match c {
+                '\u{1b}' => Skip::Escape,
+                '\u{9b}' => Skip::Csi,
+                '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => Skip::String,
+                '\n' | '\r' | '\t' => {
+                    cleaned.push(' ');
+                    Skip::None
+                }
+                c if c.is_control() || is_bidi_control(c) => Skip::None,
+                c => {
+                    cleaned.push(c);
+                    Skip::None
+                }
+            },
+        };
+    }
+    let words: Vec<&str> = cleaned.split_whitespace().collect();
+    let one_line = words.join(" ");
+    if one_line.chars().count() <= max_chars {
+        return one_line;
+    }
+    let mut cut: String = one_line.chars().take(max_chars.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
 /// Convenience alias.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sanitize_removes_escape_sequences_and_controls() {
+        let table: &[(&str, &str)] = &[
+            ("plain text", "plain text"),
+            ("\u{1b}[31mred\u{1b}[0m", "red"),
+            ("\u{1b}[2J\u{1b}[1;1Hcleared", "cleared"),
+            ("\u{1b}]0;evil title\u{7}after", "after"),
+            ("\u{1b}]8;;http://x\u{1b}\\link\u{1b}]8;;\u{1b}\\", "link"),
+            ("\u{1b}Pdcs\u{1b}\\ok", "ok"),
+            ("\u{9b}31mc1", "c1"),
+            ("a\u{1b}cb", "ab"),
+            ("line\r\nbreak\ttab", "line break tab"),
+            ("bell\u{7}\u{8}\u{7f}\u{0}", "bell"),
+            ("\u{202e}txt.exe\u{2066}", "txt.exe"),
+            ("  many   spaces  ", "many spaces"),
+            ("héllo wörld", "héllo wörld"),
+        ];
+        for (raw, want) in table {
+            assert_eq!(sanitize(raw, 100), *want, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn sanitize_bounds_the_length() {
+        assert_eq!(sanitize("abcdef", 4), "abc…");
+        assert_eq!(sanitize("abcd", 4), "abcd");
+        assert_eq!(sanitize(&"é".repeat(1000), 10).chars().count(), 10);
+    }
+}

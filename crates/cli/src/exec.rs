@@ -62,11 +62,13 @@ struct ExecInfoSpec {
 }
 
 /// Whether the plugin may interact with the person (open a browser and wait), from the value
-/// of `KUBERNETES_EXEC_INFO`: absent → `true` (a person ran the command); present →
-/// `spec.interactive`; unparsable → `false` (never hang a non-interactive kubectl).
-pub fn interactive_from_exec_info(value: Option<&str>) -> bool {
+/// of `KUBERNETES_EXEC_INFO` and whether stdin is a terminal: absent → `stdin_is_terminal`
+/// (a person ran the command in a terminal; a script, a pipe or a CI job must not wait for a
+/// browser); present → `spec.interactive`; unparsable → `false` (never hang a
+/// non-interactive kubectl).
+pub fn interactive_from_exec_info(value: Option<&str>, stdin_is_terminal: bool) -> bool {
     match value {
-        None => true,
+        None => stdin_is_terminal,
         Some(v) => serde_json::from_str::<ExecInfo>(v)
             .map(|i| i.spec.interactive)
             .unwrap_or(false),
@@ -97,16 +99,19 @@ mod tests {
 
     #[test]
     fn interactive_flag() {
-        assert!(interactive_from_exec_info(None));
-        assert!(interactive_from_exec_info(Some(
-            r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":true}}"#
-        )));
-        assert!(!interactive_from_exec_info(Some(
-            r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":false}}"#
-        )));
-        assert!(!interactive_from_exec_info(Some(
-            r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{}}"#
-        )));
-        assert!(!interactive_from_exec_info(Some("garbage")));
+        let yes = r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":true}}"#;
+        let no = r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":false}}"#;
+        let unsaid =
+            r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{}}"#;
+        // kubectl's word wins whatever stdin is (it may have piped our stdin).
+        for tty in [true, false] {
+            assert!(interactive_from_exec_info(Some(yes), tty));
+            assert!(!interactive_from_exec_info(Some(no), tty));
+            assert!(!interactive_from_exec_info(Some(unsaid), tty));
+            assert!(!interactive_from_exec_info(Some("garbage"), tty));
+        }
+        // Outside kubectl: only a terminal on stdin means a person is there.
+        assert!(interactive_from_exec_info(None, true));
+        assert!(!interactive_from_exec_info(None, false));
     }
 }

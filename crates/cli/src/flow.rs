@@ -39,6 +39,11 @@ pub trait TokenSource {
     fn refresh(&self, refresh_token: &str) -> impl Future<Output = Result<Tokens>>;
     /// Runs the browser sign-in (authorization code + PKCE).
     fn login(&self) -> impl Future<Output = Result<Tokens>>;
+    /// Tells the person something on the way (the real source prints it on stderr, prefixed
+    /// with `banlieue: `; never on stdout, which carries only the ExecCredential).
+    fn notice(&self, message: &str) {
+        eprintln!("banlieue: {message}");
+    }
 }
 
 /// Builds the cache entry for `key` from validated tokens.
@@ -61,7 +66,8 @@ pub fn entry_from(key: &CacheKey, t: Tokens) -> Entry {
 /// The whole decision runs under the session's exclusive lock, and the cache is read only
 /// after the lock is held: a process that waited while another one refreshed finds the fresh
 /// token and does not refresh again (which would retire the token the other one just got).
-/// A refresh refused with `invalid_grant` falls back to sign-in when `interactive`.
+/// A refresh refused with `invalid_grant` falls back to sign-in when `interactive`, after
+/// telling the person why ([`TokenSource::notice`]).
 /// An unreadable cache entry is treated as absent (and overwritten).
 ///
 /// # Errors
@@ -91,12 +97,13 @@ pub async fn obtain<S: TokenSource>(
             let rt = e.refresh_token.as_deref().unwrap_or_default();
             match source.refresh(rt).await {
                 Ok(t) => t,
-                Err(Error::SessionEnded) => {
+                Err(ended @ Error::SessionEnded { .. }) => {
                     // The refresh token is dead: forget it whatever happens next.
                     guard.remove()?;
                     if !interactive {
-                        return Err(Error::SessionEnded);
+                        return Err(ended);
                     }
+                    source.notice(&format!("{ended}; signing in again with the browser"));
                     source.login().await?
                 }
                 Err(e) => return Err(e),
@@ -166,6 +173,7 @@ mod tests {
     struct Counting {
         refreshes: AtomicUsize,
         logins: AtomicUsize,
+        notices: std::sync::Mutex<Vec<String>>,
         delay: Duration,
         refresh_result: fn(&str) -> Result<Tokens>,
     }
@@ -175,6 +183,7 @@ mod tests {
             Counting {
                 refreshes: AtomicUsize::new(0),
                 logins: AtomicUsize::new(0),
+                notices: std::sync::Mutex::new(Vec::new()),
                 delay: Duration::from_millis(300),
                 refresh_result,
             }
@@ -189,8 +198,22 @@ mod tests {
         }
         async fn login(&self) -> Result<Tokens> {
             self.logins.fetch_add(1, Ordering::SeqCst);
+            assert_eq!(
+                self.notices.lock().unwrap().len(),
+                self.refreshes.load(Ordering::SeqCst).min(1),
+                "a failed refresh is explained before the sign-in"
+            );
             Ok(tokens(10_000, Some("rt-login")))
         }
+        fn notice(&self, message: &str) {
+            self.notices.lock().unwrap().push(message.to_string());
+        }
+    }
+
+    fn ended() -> Result<Tokens> {
+        Err(Error::SessionEnded {
+            description: Some("the user's session has ended; sign in again".into()),
+        })
     }
 
     const NOW: i64 = 1_000;
@@ -265,25 +288,35 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn invalid_grant_falls_back_to_login_when_interactive() {
+    async fn invalid_grant_falls_back_to_login_when_interactive_and_says_why() {
         let (_dir, slot) = seeded(Some(entry(NOW - 5, Some("dead"))));
-        let mut s = Counting::new(|_| Err(Error::SessionEnded));
+        let mut s = Counting::new(|_| ended());
         s.delay = Duration::ZERO;
         let e = obtain(&slot, &key(), &s, || NOW, true, WAIT).await.unwrap();
         assert_eq!(e.refresh_token.as_deref(), Some("rt-login"));
         assert_eq!(s.logins.load(Ordering::SeqCst), 1);
+        let notices = s.notices.lock().unwrap().clone();
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert!(
+            notices[0].contains("invalid_grant: the user's session has ended"),
+            "{notices:?}"
+        );
         assert_eq!(slot.read_unlocked().unwrap(), Some(e));
     }
 
     #[tokio::test]
     async fn invalid_grant_when_not_interactive_drops_the_dead_session() {
         let (_dir, slot) = seeded(Some(entry(NOW - 5, Some("dead"))));
-        let mut s = Counting::new(|_| Err(Error::SessionEnded));
+        let mut s = Counting::new(|_| ended());
         s.delay = Duration::ZERO;
         let err = obtain(&slot, &key(), &s, || NOW, false, WAIT)
             .await
             .unwrap_err();
-        assert!(matches!(err, Error::SessionEnded), "{err}");
+        assert!(matches!(err, Error::SessionEnded { .. }), "{err}");
+        assert!(
+            err.to_string().contains("the user's session has ended"),
+            "{err}"
+        );
         assert_eq!(s.logins.load(Ordering::SeqCst), 0);
         assert_eq!(slot.read_unlocked().unwrap(), None);
     }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use banlieue_cli::commands::{self, NO_BROWSER_ENV, Options};
+use banlieue_cli::error::sanitize;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
@@ -114,7 +115,8 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("banlieue: error: {e}");
+            // One line, and nothing that came from elsewhere may drive the terminal.
+            eprintln!("banlieue: error: {}", sanitize(&e.to_string(), 4000));
             ExitCode::FAILURE
         }
     }

@@ -17,7 +17,7 @@ use openidconnect::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result, chain};
+use crate::error::{Error, Result, chain, sanitize};
 use crate::http::OidcHttp;
 use crate::urls::check_url;
 
@@ -32,14 +32,21 @@ pub struct GroupsClaims {
 impl AdditionalClaims for GroupsClaims {}
 
 /// Discovery fields beyond `openidconnect`'s core set: the RFC 7009 revocation endpoint
-/// (RFC 8414 §2 `revocation_endpoint`).
+/// (RFC 8414 §2 `revocation_endpoint`) and RFC 9207 issuer identification.
 #[derive(Clone, Debug, Deserialize, Serialize)]
-pub struct RevocationMetadata {
+pub struct ExtraMetadata {
     /// Where `logout` posts the refresh token.
     #[serde(default)]
     pub revocation_endpoint: Option<String>,
+    /// RFC 9207 §3: the issuer puts `iss` in every authorization response, so a callback
+    /// without it must be refused.
+    #[serde(default)]
+    pub authorization_response_iss_parameter_supported: bool,
 }
-impl AdditionalProviderMetadata for RevocationMetadata {}
+impl AdditionalProviderMetadata for ExtraMetadata {}
+
+/// How long a piece of text from the issuer may be when it is shown, in characters.
+const MAX_SERVER_TEXT: usize = 300;
 
 /// An RFC 6749 §5.2 error body.
 #[derive(Deserialize)]
@@ -50,7 +57,7 @@ struct OAuthErrorBody {
 }
 
 type Metadata = ProviderMetadata<
-    RevocationMetadata,
+    ExtraMetadata,
     CoreAuthDisplay,
     openidconnect::core::CoreClientAuthMethod,
     openidconnect::core::CoreClaimName,
@@ -149,6 +156,7 @@ pub struct Issuer {
     client: OurClient,
     http: OidcHttp,
     revocation_endpoint: Option<String>,
+    iss_parameter_required: bool,
 }
 
 impl Issuer {
@@ -166,10 +174,7 @@ impl Issuer {
         })?;
         let metadata = Metadata::discover_async(issuer_url.clone(), &http)
             .await
-            .map_err(|e| Error::Network {
-                what: "discovery",
-                detail: chain(&e),
-            })?;
+            .map_err(|e| discovery_error(&settings.issuer, e))?;
         let token_url: TokenUrl =
             metadata
                 .token_endpoint()
@@ -178,7 +183,9 @@ impl Issuer {
                     what: "discovery",
                     detail: "the issuer names no token_endpoint".into(),
                 })?;
-        let revocation_endpoint = metadata.additional_metadata().revocation_endpoint.clone();
+        let extra = metadata.additional_metadata();
+        let revocation_endpoint = extra.revocation_endpoint.clone();
+        let iss_parameter_required = extra.authorization_response_iss_parameter_supported;
         let auth_url: AuthUrl = metadata.authorization_endpoint().clone();
         let client = Client::new(
             ClientId::new(settings.client_id.clone()),
@@ -192,7 +199,19 @@ impl Issuer {
             client,
             http,
             revocation_endpoint,
+            iss_parameter_required,
         })
+    }
+
+    /// The issuer URL, byte-for-byte as configured (and as the discovery document names it).
+    pub fn issuer(&self) -> &str {
+        &self.settings.issuer
+    }
+
+    /// Whether discovery advertised `authorization_response_iss_parameter_supported: true`
+    /// (RFC 9207): then an authorization response without `iss` must be refused.
+    pub fn iss_parameter_required(&self) -> bool {
+        self.iss_parameter_required
     }
 
     /// Builds the authorization request: `response_type=code`, scope `openid offline_access`,
@@ -308,8 +327,8 @@ impl Issuer {
         match serde_json::from_str::<OAuthErrorBody>(&text) {
             Ok(b) => Err(Error::OAuth {
                 what,
-                error: b.error,
-                description: b.error_description,
+                error: sanitize(&b.error, MAX_SERVER_TEXT),
+                description: b.error_description.map(|d| sanitize(&d, MAX_SERVER_TEXT)),
             }),
             Err(_) => Err(Error::Protocol {
                 what,
@@ -357,6 +376,35 @@ impl Issuer {
     }
 }
 
+/// Turns a discovery failure into an error; an `issuer` that differs from the one given gets a
+/// hint, since the comparison is byte-for-byte (OIDC Discovery 1.0 §4.3) and a URL copied
+/// from a browser often ends with a slash the issuer does not have.
+fn discovery_error<E: std::error::Error + 'static>(
+    given: &str,
+    e: openidconnect::DiscoveryError<E>,
+) -> Error {
+    match e {
+        openidconnect::DiscoveryError::Validation(detail) if detail.contains("issuer") => {
+            let detail = sanitize(&detail, MAX_SERVER_TEXT);
+            let hint = match given.strip_suffix('/') {
+                Some(trimmed) => format!("try `--issuer {trimmed}` (without the trailing slash)"),
+                None => "use the issuer URL exactly as the console's discovery document names it"
+                    .to_string(),
+            };
+            Error::Protocol {
+                what: "discovery",
+                detail: format!(
+                    "the issuer's discovery document names another issuer: {detail}; --issuer must match the console's issuer URL exactly (it is compared byte for byte): {hint}"
+                ),
+            }
+        }
+        other => Error::Network {
+            what: "discovery",
+            detail: sanitize(&chain(&other), 1000),
+        },
+    }
+}
+
 fn token_error<E: std::error::Error + 'static>(
     what: &'static str,
     e: RequestTokenError<E, StandardErrorResponse<CoreErrorResponseType>>,
@@ -364,13 +412,17 @@ fn token_error<E: std::error::Error + 'static>(
 ) -> Error {
     match e {
         RequestTokenError::ServerResponse(r) => {
+            let description = r
+                .error_description()
+                .map(|d| sanitize(d, MAX_SERVER_TEXT))
+                .filter(|d| !d.is_empty());
             if refresh && *r.error() == CoreErrorResponseType::InvalidGrant {
-                Error::SessionEnded
+                Error::SessionEnded { description }
             } else {
                 Error::OAuth {
                     what,
-                    error: r.error().to_string(),
-                    description: r.error_description().cloned(),
+                    error: sanitize(r.error().as_ref(), MAX_SERVER_TEXT),
+                    description,
                 }
             }
         }
@@ -382,5 +434,53 @@ fn token_error<E: std::error::Error + 'static>(
             what,
             detail: chain(&other),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn document(extra: &str) -> String {
+        format!(
+            r#"{{"issuer":"http://127.0.0.1:1","authorization_endpoint":"http://127.0.0.1:1/oidc/authorize",
+            "token_endpoint":"http://127.0.0.1:1/oidc/token","jwks_uri":"http://127.0.0.1:1/oidc/jwks",
+            "response_types_supported":["code"],"subject_types_supported":["public"],
+            "id_token_signing_alg_values_supported":["RS256"]{extra}}}"#
+        )
+    }
+
+    #[test]
+    fn discovery_reads_the_rfc_9207_flag() {
+        let m: Metadata = serde_json::from_str(&document(
+            r#","authorization_response_iss_parameter_supported":true,"revocation_endpoint":"http://127.0.0.1:1/oidc/revoke""#,
+        ))
+        .unwrap();
+        assert!(
+            m.additional_metadata()
+                .authorization_response_iss_parameter_supported
+        );
+        let m: Metadata = serde_json::from_str(&document("")).unwrap();
+        assert!(
+            !m.additional_metadata()
+                .authorization_response_iss_parameter_supported
+        );
+    }
+
+    #[test]
+    fn an_issuer_mismatch_with_a_trailing_slash_gets_a_hint() {
+        let e = discovery_error::<std::io::Error>(
+            "http://127.0.0.1:5210/",
+            openidconnect::DiscoveryError::Validation(
+                "unexpected issuer URI `http://127.0.0.1:5210` (expected `http://127.0.0.1:5210/`)"
+                    .into(),
+            ),
+        )
+        .to_string();
+        assert!(e.contains("exactly"), "{e}");
+        assert!(
+            e.contains("try `--issuer http://127.0.0.1:5210` (without the trailing slash)"),
+            "{e}"
+        );
     }
 }

@@ -65,8 +65,13 @@ async fn kubectl_runs_the_plugin_and_the_cluster_sees_alice() {
     });
     let url = url_rx.await.expect("login prints the sign-in URL");
     let callback = sign_in_as_alice(&url, &issuer).await;
+    // The callback carries `iss` (RFC 9207, advertised by discovery, so required by the CLI),
+    // and the page is answered once the code has been redeemed: it can say "Signed in".
+    assert!(callback.contains("iss="), "{callback}");
     let done = reqwest::get(&callback).await.unwrap();
     assert!(done.status().is_success(), "the CLI's callback page");
+    let page = done.text().await.unwrap();
+    assert!(page.starts_with("Signed in"), "{page}");
     let status = tokio::task::spawn_blocking(move || login.wait())
         .await
         .unwrap()
