@@ -216,11 +216,11 @@ fn render(template: &str, issuer_url: &str) -> anyhow::Result<String> {
 async fn apply_documents(client: &kube::Client, yaml: &str) -> anyhow::Result<()> {
     let discovery = Discovery::new(client.clone()).run().await?;
     let params = PatchParams::apply("banlieue-console").force();
-    for document in serde_yaml::Deserializer::from_str(yaml) {
-        let value = serde_yaml::Value::deserialize(document)?;
-        if value.is_null() {
-            continue;
-        }
+    // Parsed up front: the YAML deserializer must not live across an await (not `Send`).
+    let documents = serde_yaml::Deserializer::from_str(yaml)
+        .map(serde_yaml::Value::deserialize)
+        .collect::<Result<Vec<_>, _>>()?;
+    for value in documents.into_iter().filter(|v| !v.is_null()) {
         let object: DynamicObject = serde_yaml::from_value(value)?;
         let types = object
             .types

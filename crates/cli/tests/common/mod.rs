@@ -63,23 +63,11 @@ pub async fn console(
         .create_user(&alice, &phc, OffsetDateTime::now_utc())
         .await
         .unwrap();
-    // `serve_on` is not `Send` (it holds a YAML parser across an await while it opens the
-    // cluster), so it cannot be `tokio::spawn`ed: it gets a thread and a runtime of its own,
-    // which live until the test process ends.
-    let listener = listener.into_std().unwrap();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            server::startup::serve_on(listener, config, std::future::pending())
-                .await
-                .expect("the console serves");
-        })
-    });
+    tokio::spawn(server::startup::serve_on(
+        listener,
+        config,
+        std::future::pending(),
+    ));
     accounts
 }
 
