@@ -99,12 +99,25 @@ pub async fn reconcile_claim(
     let uid = claim.uid().ok_or_else(|| missing("uid"))?;
     let claims: Api<VirtualMachineClaim> = Api::namespaced(ctx.client.clone(), &namespace);
     let vms: Api<VirtualMachine> = Api::namespaced(ctx.client.clone(), &namespace);
+    let has_finalizer =
+        |c: &VirtualMachineClaim| c.finalizers().iter().any(|f| f == CLAIM_FINALIZER);
+    let mut claim = claim;
+    if !has_finalizer(&claim) {
+        // The cache may only be missing the finalizer an earlier pass added: read the live
+        // object first, so a stale copy costs a read instead of a refused write.
+        let Some(live) = claims.get_opt(&name).await? else {
+            return Ok(Action::await_change());
+        };
+        if live.uid().as_deref() != Some(uid.as_str()) {
+            return Ok(Action::await_change());
+        }
+        claim = Arc::new(live);
+    }
     let deleting = claim.metadata.deletion_timestamp.is_some();
-    let has_finalizer = claim.finalizers().iter().any(|f| f == CLAIM_FINALIZER);
-    if deleting && !has_finalizer {
+    if deleting && !has_finalizer(&claim) {
         return Ok(Action::await_change());
     }
-    if !deleting && !has_finalizer {
+    if !has_finalizer(&claim) {
         let mut finalizers = claim.finalizers().to_vec();
         finalizers.push(CLAIM_FINALIZER.to_owned());
         let patch = json!({"metadata": {
@@ -116,7 +129,7 @@ pub async fn reconcile_claim(
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => {}
+            Ok(patched) => claim = Arc::new(patched),
             Err(e) if is_status(&e, 409) => return Ok(Action::requeue(BIND_CONFLICT_REQUEUE)),
             Err(e) if is_status(&e, 404) => return Ok(Action::await_change()),
             Err(e) => return Err(e.into()),
@@ -161,7 +174,7 @@ pub async fn reconcile_claim(
             expires_at: status.expires_at.as_ref().map(from_time),
             virtual_machine_ref: reference,
             held: held.as_ref(),
-            pool_image_revision: pool.as_ref().map(|p| Some(p.spec.image_revision.as_str())),
+            pool_image_revision: pool.as_ref().map(|p| p.spec.image_revision.as_str()),
             members: &members,
         };
         step = next_step(&snapshot, now);
@@ -367,6 +380,16 @@ async fn bind(
             .get(BOUND_AT_ANNOTATION)
             .and_then(|t| parse_rfc3339(t))
             .unwrap_or(now);
+        // Usually only our cached copy of the claim is behind: a read spares a write.
+        let recorded = writer
+            .claims
+            .get_opt(&claim.name_any())
+            .await?
+            .and_then(|c| c.status)
+            .and_then(|s| s.virtual_machine_ref);
+        if recorded.as_deref() == Some(member_name.as_str()) {
+            return Ok(Action::requeue(BIND_CONFLICT_REQUEUE));
+        }
         (vm, bound_at)
     } else {
         let owner = OwnerReference {

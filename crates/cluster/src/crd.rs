@@ -27,6 +27,8 @@ pub const BOUND_AT_ANNOTATION: &str = "banlieue.io/bound-at";
 pub const CLAIM_FINALIZER: &str = "banlieue.io/claim-protection";
 
 /// A pool of warm sandbox VMs of one template.
+// `printcolumn(...)` repeats keys such as `type_ = "string"` by design of kube's derive.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "banlieue.io",
@@ -104,6 +106,8 @@ pub struct VirtualMachinePoolStatus {
 }
 
 /// A sandbox VM: a pool member, later held by a claim.
+// `printcolumn(...)` repeats keys such as `type_ = "string"` by design of kube's derive.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "banlieue.io",
@@ -176,6 +180,8 @@ pub struct VirtualMachineAddress {
 }
 
 /// A request for one sandbox VM from a pool, for a subject, for `ttlSeconds` from bind.
+// `printcolumn(...)` repeats keys such as `type_ = "string"` by design of kube's derive.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "banlieue.io",

@@ -234,11 +234,12 @@ async fn run_leading(
             watch_config.clone(),
         );
         let claims_cache = controller.store();
+        let members_cache = members.clone();
         controller
             .watches(
                 api::<VirtualMachine>(&client, namespace),
                 watch_config.clone(),
-                move |vm: VirtualMachine| claims_to_wake(&claims_cache, &vm),
+                move |vm: VirtualMachine| claims_to_wake(&claims_cache, &members_cache, &vm),
             )
             .graceful_shutdown_on(claims_stop)
             .run(reconcile_claim, claim_error_policy, claim_ctx)
@@ -295,11 +296,12 @@ async fn run_leading(
 }
 
 /// The claims a change of `vm` concerns: the claim that owns it (a vanished or terminating
-/// member moves its claim on), and, when `vm` is free to take, every unbound claim of its
-/// pool, so Pending claims bind as soon as a member is Ready rather than at their next
-/// 3-second retry.
+/// member moves its claim on), and, when `vm` is free to take, the oldest unbound claims of
+/// its pool, as many as the pool has free members, so Pending claims bind as soon as a
+/// member is Ready (first come, first served) rather than at their next 3-second retry.
 fn claims_to_wake(
     claims: &reflector::Store<VirtualMachineClaim>,
+    members: &reflector::Store<VirtualMachine>,
     vm: &VirtualMachine,
 ) -> Vec<ObjectRef<VirtualMachineClaim>> {
     let Some(namespace) = vm.namespace() else {
@@ -311,20 +313,42 @@ fn claims_to_wake(
         .filter(|o| o.kind == "VirtualMachineClaim")
         .map(|o| ObjectRef::new(&o.name).within(&namespace))
         .collect();
+    let same_pool = |labels: &std::collections::BTreeMap<String, String>, pool: &String| {
+        labels.get(POOL_LABEL) == Some(pool)
+    };
     if crate::convert::member(vm).is_available()
         && let Some(pool) = vm.labels().get(POOL_LABEL)
     {
+        let free = members
+            .state()
+            .iter()
+            .filter(|m| {
+                m.namespace() == vm.namespace()
+                    && same_pool(m.labels(), pool)
+                    && crate::convert::member(m).is_available()
+            })
+            .count()
+            .max(1);
+        let mut waiting: Vec<_> = claims
+            .state()
+            .into_iter()
+            .filter(|c| {
+                c.namespace().as_deref() == Some(namespace.as_str())
+                    && &c.spec.pool_ref == pool
+                    && c.metadata.deletion_timestamp.is_none()
+                    && c.status.as_ref().is_none_or(|s| {
+                        s.virtual_machine_ref.is_none() && s.phase.as_deref() != Some("Failed")
+                    })
+            })
+            .collect();
+        waiting.sort_by(|a, b| {
+            (&a.metadata.creation_timestamp, a.name_any())
+                .cmp(&(&b.metadata.creation_timestamp, b.name_any()))
+        });
         wake.extend(
-            claims
-                .state()
+            waiting
                 .iter()
-                .filter(|c| {
-                    c.namespace().as_deref() == Some(namespace.as_str())
-                        && &c.spec.pool_ref == pool
-                        && c.status
-                            .as_ref()
-                            .is_none_or(|s| s.virtual_machine_ref.is_none())
-                })
+                .take(free)
                 .map(|c| ObjectRef::from_obj(c.as_ref())),
         );
     }

@@ -135,7 +135,7 @@ pub struct ClaimSnapshot<'a> {
     /// this claim when no reference is recorded yet.
     pub held: Option<&'a Member>,
     /// `spec.imageRevision` of the pool, or `None` when the pool does not exist.
-    pub pool_image_revision: Option<Option<&'a str>>,
+    pub pool_image_revision: Option<&'a str>,
     /// The pool's members (a cache is fine: a bind carries a resourceVersion precondition).
     pub members: &'a [Member],
 }
@@ -224,7 +224,7 @@ pub fn next_step<'a>(snapshot: &ClaimSnapshot<'a>, now: OffsetDateTime) -> Claim
             reason: WaitReason::PoolNotFound,
         };
     };
-    match pick_member(snapshot.members, revision) {
+    match pick_member(snapshot.members, Some(revision)) {
         Some(member) => ClaimStep::Bind {
             member,
             already_taken: false,
@@ -300,7 +300,7 @@ mod tests {
             expires_at: None,
             virtual_machine_ref: None,
             held: None,
-            pool_image_revision: Some(Some("r2")),
+            pool_image_revision: Some("r2"),
             members,
         }
     }

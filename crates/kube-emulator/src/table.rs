@@ -72,13 +72,26 @@ pub fn json_path(obj: &Value, path: &str) -> Vec<Value> {
     let mut rest = path;
     while !rest.is_empty() {
         if let Some(r) = rest.strip_prefix('.') {
-            let end = r.find(['.', '[']).unwrap_or(r.len());
-            let key = &r[..end];
+            // A key ends at an unescaped `.` or `[`; `\.` is a dot inside the key
+            // (`.metadata.labels.app\.kubernetes\.io/name`).
+            let mut end = r.len();
+            let mut escaped = false;
+            for (i, c) in r.char_indices() {
+                if !escaped && (c == '.' || c == '[') {
+                    end = i;
+                    break;
+                }
+                escaped = !escaped && c == '\\';
+            }
+            let key = r[..end].replace("\\.", ".");
             rest = &r[end..];
             if key.is_empty() {
                 continue;
             }
-            current = current.iter().filter_map(|v| v.get(key).cloned()).collect();
+            current = current
+                .iter()
+                .filter_map(|v| v.get(key.as_str()).cloned())
+                .collect();
         } else if let Some(r) = rest.strip_prefix('[') {
             let Some(end) = r.find(']') else {
                 return Vec::new();
@@ -276,5 +289,10 @@ mod tests {
         );
         assert_eq!(json_path(&o, ".spec.n"), vec![json!(3)]);
         assert!(json_path(&o, ".spec.missing").is_empty());
+        let labelled = json!({"metadata": {"labels": {"banlieue.io/pool": "p1"}}});
+        assert_eq!(
+            json_path(&labelled, ".metadata.labels.banlieue\\.io/pool"),
+            vec![json!("p1")]
+        );
     }
 }
