@@ -6,9 +6,11 @@
 
 .PHONY: run test tools bench
 
+# With no KUBECONFIG / BANLIEUE_KUBECONFIG, the console starts its dev cluster (the
+# Kubernetes emulator with the chart and a demo pool) inside the same process.
 run: tools
 	mkdir -p data
-	cargo leptos serve $(if $(RELEASE),--release)
+	BANLIEUE_DEV_CLUSTER=true cargo leptos serve $(if $(RELEASE),--release)
 
 test: tools
 	scripts/test

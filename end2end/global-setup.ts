@@ -22,8 +22,10 @@ export default async function globalSetup(): Promise<() => Promise<void>> {
         PATH: process.env.PATH,
         BANLIEUE_LISTEN: `127.0.0.1:${server.port}`,
         BANLIEUE_DATABASE_URL: `sqlite://${dir}/console.db`,
-        // Only written into downloaded kubeconfigs; nothing listens there.
-        BANLIEUE_CLUSTER_SERVER: 'https://127.0.0.1:6443',
+        // The dev cluster: the emulator with the chart and the demo pool, in the console.
+        BANLIEUE_DEV_CLUSTER: 'true',
+        BANLIEUE_DEV_CLUSTER_LISTEN: `127.0.0.1:${server.port + 1000}`,
+        BANLIEUE_DEV_CLUSTER_DIR: `${dir}/cluster`,
         LEPTOS_SITE_ROOT: siteRoot,
         RUST_LOG: 'warn',
       },

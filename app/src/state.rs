@@ -94,7 +94,7 @@ pub enum Notice {
     UserDeleted { name: String },
     SessionRevoked,
     ClaimCreated { name: String },
-    ClaimReleased { name: String },
+    ReleaseRequested { name: String },
 }
 
 impl Notice {
@@ -109,7 +109,7 @@ impl Notice {
             Self::UserDeleted { .. } => "notice-user-deleted",
             Self::SessionRevoked => "notice-session-revoked",
             Self::ClaimCreated { .. } => "notice-claim-created",
-            Self::ClaimReleased { .. } => "notice-claim-released",
+            Self::ReleaseRequested { .. } => "notice-claim-released",
         }
     }
 
@@ -117,7 +117,7 @@ impl Notice {
         match self {
             Self::UserDeleted { name }
             | Self::ClaimCreated { name }
-            | Self::ClaimReleased { name } => {
+            | Self::ReleaseRequested { name } => {
                 locale.t_with(self.fluent_key(), &[("name", name.clone())])
             }
             _ => locale.t(self.fluent_key()),

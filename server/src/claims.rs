@@ -8,7 +8,7 @@ use app::{AppError, ClaimRow, DashboardView, Notice, Page, PageData, PageState, 
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use banlieue_store::UserRecord;
 use cluster::crd::{
     ClaimSubject, VirtualMachineClaim, VirtualMachineClaimSpec, VirtualMachinePool,
@@ -30,10 +30,33 @@ use crate::pages;
 /// Lifetimes offered when claiming, in seconds: 15 minutes, 1 hour, 4 hours.
 pub const TTL_CHOICES: [u32; 3] = [900, 3600, 14_400];
 
-/// `GET /`: the dashboard.
+/// `GET /`: the dashboard; `?claimed=<name>` / `?released=<name>` (where a claim or
+/// release redirects, so a reload never posts again) show their notice.
 pub async fn dashboard_page(State(app): State<AppState>, request: Request) -> Response {
+    let notice = url::form_urlencoded::parse(request.uri().query().unwrap_or_default().as_bytes())
+        .find_map(|(key, name)| {
+            let name = name.into_owned();
+            let is_name = !name.is_empty()
+                && name.len() <= 253
+                && name.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'
+                });
+            match key.as_ref() {
+                "claimed" if is_name => Some(Notice::ClaimCreated { name }),
+                "released" if is_name => Some(Notice::ReleaseRequested { name }),
+                _ => None,
+            }
+        });
     let (state, user) = signed_in(&request);
-    render(&app, state, &user, None, None).await
+    render(&app, state, &user, notice, None).await
+}
+
+/// Back to the dashboard with a notice (303, RFC 9110 §15.4.4): post/redirect/get.
+fn to_dashboard(key: &str, name: &str) -> Response {
+    let query = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair(key, name)
+        .finish();
+    Redirect::to(&format!("{}?{query}", paths::DASHBOARD)).into_response()
 }
 
 /// `POST /claims` with `namespace`, `pool`, `ttl_seconds`: creates a VirtualMachineClaim
@@ -84,12 +107,7 @@ pub async fn create_claim(State(app): State<AppState>, request: Request) -> Resp
         .create(&PostParams::default(), &claim)
         .await;
     match created {
-        Ok(created) => {
-            let notice = Notice::ClaimCreated {
-                name: created.name_any(),
-            };
-            render(&app, state, &user, Some(notice), None).await
-        }
+        Ok(created) => to_dashboard("claimed", &created.name_any()),
         Err(error) => render(&app, state, &user, None, Some(refusal(error))).await,
     }
 }
@@ -116,16 +134,7 @@ pub async fn release_claim(
         .delete(&name, &DeleteParams::default())
         .await;
     match deleted {
-        Ok(_) => {
-            render(
-                &app,
-                state,
-                &user,
-                Some(Notice::ClaimReleased { name }),
-                None,
-            )
-            .await
-        }
+        Ok(_) => to_dashboard("released", &name),
         Err(error) => render(&app, state, &user, None, Some(refusal(error))).await,
     }
 }

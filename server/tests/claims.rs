@@ -48,8 +48,11 @@ async fn a_developer_claims_a_sandbox_sees_it_bound_and_releases_it() {
             Some(&cookie),
         ))
         .await;
-    assert_eq!(claimed.status, StatusCode::OK, "{}", claimed.body);
-    assert!(claimed.body.contains("role=\"status\""), "{}", claimed.body);
+    assert_eq!(claimed.status, StatusCode::SEE_OTHER, "{}", claimed.body);
+    let back = claimed.location().unwrap().to_owned();
+    assert!(back.starts_with("/?claimed=alice-"), "{back}");
+    let page = app.send(get(&back, Some(&cookie))).await;
+    assert!(page.body.contains("role=\"status\""), "{}", page.body);
 
     let bound = dashboard_until(&app, &cookie, |b| b.contains("data-phase=\"Bound\"")).await;
     assert!(bound.contains("data-testid=\"countdown\""));
@@ -72,7 +75,7 @@ async fn a_developer_claims_a_sandbox_sees_it_bound_and_releases_it() {
             Some(&cookie),
         ))
         .await;
-    assert_eq!(released.status, StatusCode::OK, "{}", released.body);
+    assert_eq!(released.status, StatusCode::SEE_OTHER, "{}", released.body);
     dashboard_until(&app, &cookie, |b| !b.contains(&name)).await;
     dev.shutdown().await;
 }

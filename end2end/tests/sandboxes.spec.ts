@@ -1,0 +1,70 @@
+import { Page } from '@playwright/test';
+import { test, expect, open, signIn, NEW_ADMIN_PASSWORD } from './fixtures';
+
+// The self-service journey against each console's dev cluster (the Kubernetes emulator
+// with the chart, the controllers and the simulated provider): claim a sandbox, watch it
+// become Bound with a countdown and a connect command, release it. With JavaScript the
+// page follows the cluster live; without it, a reload shows the new state.
+
+test.describe.configure({ mode: 'serial' });
+
+/** With JavaScript: waits for the live page. Without: reloads until it shows (claim and
+ *  release redirect to the dashboard, so a reload never posts again). */
+async function until(page: Page, js: boolean, check: (timeout: number) => Promise<void>): Promise<void> {
+  if (js) {
+    await check(15_000);
+    return;
+  }
+  await expect(async () => {
+    await page.reload();
+    await check(1_000);
+  }).toPass({ timeout: 20_000 });
+}
+
+test('claim a sandbox, see it bound, release it', async ({ page }, info) => {
+  const js = info.project.use.javaScriptEnabled !== false;
+  await open(page, '/sign-in', js);
+  await signIn(page, 'admin', NEW_ADMIN_PASSWORD);
+  await expect(page.getByTestId('welcome')).toBeVisible();
+  const pool = page.locator('[data-pool="sandbox"]');
+  await expect(async () => {
+    await page.reload();
+    await expect(pool.getByTestId('pool-counts')).toContainText('3 ready', { timeout: 1000 });
+  }).toPass({ timeout: 20_000 });
+
+  await pool.getByLabel('Lifetime').selectOption('900');
+  await pool.getByRole('button', { name: 'Claim a sandbox' }).click();
+  await expect(page.getByRole('status')).toContainText('created');
+  if (js) await page.waitForLoadState('networkidle').catch(() => {});
+
+  const claim = page.getByTestId('claim').first();
+  await until(page, js, async (timeout) => {
+    await expect(claim).toHaveAttribute('data-phase', 'Bound', { timeout });
+  });
+  await expect(claim.getByTestId('countdown')).toContainText(/in 1[45] minutes/);
+  await expect(claim.getByTestId('connect')).toContainText(/^ssh sandbox@/);
+
+  await claim.getByText('Release…').click();
+  await claim.getByRole('button', { name: 'Release', exact: true }).click();
+  await expect(page.getByRole('status')).toContainText('is being released');
+  await until(page, js, async (timeout) => {
+    await expect(page.getByTestId('claim')).toHaveCount(0, { timeout });
+  });
+});
+
+test('the dashboard speaks Japanese', async ({ browser }, info) => {
+  const js = info.project.use.javaScriptEnabled !== false;
+  const context = await browser.newContext({
+    baseURL: info.project.use.baseURL,
+    javaScriptEnabled: js,
+    locale: 'ja-JP',
+  });
+  const page = await context.newPage();
+  await open(page, '/sign-in', js);
+  await page.getByLabel('ユーザー名').fill('admin');
+  await page.getByLabel('パスワード', { exact: true }).fill(NEW_ADMIN_PASSWORD);
+  await page.getByRole('button', { name: 'サインイン' }).click();
+  await expect(page.getByRole('heading', { name: 'プール' })).toBeVisible();
+  await expect(page.getByRole('button', { name: 'サンドボックスを確保' })).toBeVisible();
+  await context.close();
+});
