@@ -21,3 +21,4 @@ tools:
 bench: tools
 	cargo bench -p server
 	cargo bench -p kube-emulator --bench perf
+	cargo bench -p banlieue-cluster --bench bind
