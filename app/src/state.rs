@@ -262,6 +262,9 @@ pub struct DashboardView {
     pub cluster: bool,
     pub pools: Vec<PoolRow>,
     pub claims: Vec<ClaimRow>,
+    /// Every claim the person may list, for operators and admins (SPEC §6); empty for
+    /// others.
+    pub all_claims: Vec<ClaimRow>,
     /// Lifetimes offered when claiming, in seconds.
     pub ttl_choices: Vec<u32>,
 }
@@ -280,11 +283,13 @@ pub struct PoolRow {
     pub can_claim: bool,
 }
 
-/// One of the person's VirtualMachineClaims.
+/// A VirtualMachineClaim as the dashboard shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClaimRow {
     pub namespace: String,
     pub name: String,
+    /// `spec.subject.id`: whom the sandbox is for.
+    pub subject: String,
     pub pool: String,
     /// `Pending`, `Bound`, `Releasing`, `Failed`, or empty before the controller saw it.
     pub phase: String,

@@ -219,3 +219,5 @@ notice-claim-created = Claim { $name } created: it is bound as soon as a sandbox
 notice-claim-released = { $name } is being released.
 error-kubernetes = Kubernetes refused: { $message }
 error-invalid-claim = Choose one of the pools and lifetimes offered.
+dashboard-all-claims-title = All sandboxes
+dashboard-col-subject = For

@@ -204,3 +204,5 @@ notice-claim-created = { $name } を作成しました。サンドボックス�
 notice-claim-released = { $name } を解放しています。
 error-kubernetes = Kubernetes が拒否しました: { $message }
 error-invalid-claim = 表示されたプールと利用期間から選んでください。
+dashboard-all-claims-title = すべてのサンドボックス
+dashboard-col-subject = 利用者

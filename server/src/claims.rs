@@ -9,6 +9,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
+use banlieue_domain::BuiltinRole;
 use banlieue_store::UserRecord;
 use cluster::crd::{
     ClaimSubject, VirtualMachineClaim, VirtualMachineClaimSpec, VirtualMachinePool,
@@ -260,24 +261,35 @@ async fn dashboard_view(app: &AppState, user: &UserRecord) -> Result<DashboardVi
         });
     }
     let now = OffsetDateTime::now_utc();
-    let mut claim_rows: Vec<ClaimRow> = claims
-        .into_iter()
-        .filter(|c| {
-            c.spec.subject.id == user.name.as_str()
-                && c.spec.subject.issuer == app.config.external_url
-        })
-        .map(|claim| claim_row(claim, now))
-        .collect();
-    claim_rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    let mine = |c: &VirtualMachineClaim| {
+        c.spec.subject.id == user.name.as_str() && c.spec.subject.issuer == app.config.external_url
+    };
+    let overseer = user.roles.hold(BuiltinRole::Operator.as_str());
+    let mut claim_rows = Vec::new();
+    let mut all_claims = Vec::new();
+    for claim in &claims {
+        let row = claim_row(claim, now);
+        if mine(claim) {
+            claim_rows.push(row.clone());
+        }
+        if overseer {
+            all_claims.push(row);
+        }
+    }
+    let by_place =
+        |a: &ClaimRow, b: &ClaimRow| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name));
+    claim_rows.sort_by(by_place);
+    all_claims.sort_by(by_place);
     Ok(DashboardView {
         cluster: true,
         pools: pool_rows,
         claims: claim_rows,
+        all_claims,
         ttl_choices: TTL_CHOICES.to_vec(),
     })
 }
 
-fn claim_row(claim: VirtualMachineClaim, now: OffsetDateTime) -> ClaimRow {
+fn claim_row(claim: &VirtualMachineClaim, now: OffsetDateTime) -> ClaimRow {
     let status = claim.status.clone().unwrap_or_default();
     let expires = status
         .expires_at
@@ -286,6 +298,7 @@ fn claim_row(claim: VirtualMachineClaim, now: OffsetDateTime) -> ClaimRow {
     ClaimRow {
         namespace: claim.namespace().unwrap_or_default(),
         name: claim.name_any(),
+        subject: claim.spec.subject.id.clone(),
         pool: claim.spec.pool_ref.clone(),
         phase: status.phase.unwrap_or_default(),
         reason: status.reason.unwrap_or_default(),

@@ -67,6 +67,22 @@ async fn a_developer_claims_a_sandbox_sees_it_bound_and_releases_it() {
         .unwrap()
         .to_owned();
     assert!(name.starts_with("alice-"), "{name}");
+    assert!(
+        !bound.contains("all-claims-table"),
+        "a developer sees only their own"
+    );
+
+    // An operator oversees every claim, with its subject.
+    app.create_user("oscar", PASSWORD, &["operator"], false)
+        .await;
+    let operator = app.sign_in("oscar", PASSWORD).await;
+    let overview = app.send(get("/", Some(&operator))).await;
+    let all = overview
+        .body
+        .split("all-claims-table")
+        .nth(1)
+        .expect("All sandboxes");
+    assert!(all.contains(&name) && all.contains(">alice<"), "{all}");
 
     let released = app
         .send(post_form(

@@ -38,9 +38,13 @@ pub fn Dashboard() -> impl IntoView {
             {move || {
                 let view = live.get();
                 if view.cluster {
+                    let all = (!view.all_claims.is_empty()).then(|| view! {
+                        <Claims claims=view.all_claims.clone() everyone=true locale />
+                    });
                     view! {
                         <Pools pools=view.pools.clone() ttl_choices=view.ttl_choices.clone() locale />
-                        <Claims claims=view.claims locale />
+                        <Claims claims=view.claims everyone=false locale />
+                        {all}
                     }
                     .into_any()
                 } else {
@@ -113,20 +117,32 @@ fn Pools(pools: Vec<PoolRow>, ttl_choices: Vec<u32>, locale: Locale) -> impl Int
     }
 }
 
+/// A table of claims: the person's own, or (`everyone`, for operators and admins) every
+/// claim with its subject.
 #[component]
-fn Claims(claims: Vec<ClaimRow>, locale: Locale) -> impl IntoView {
+fn Claims(claims: Vec<ClaimRow>, everyone: bool, locale: Locale) -> impl IntoView {
     let th = "px-3 py-2 text-left font-medium";
     let empty = claims.is_empty();
+    let (id, title, table) = if everyone {
+        (
+            "all-claims-title",
+            "dashboard-all-claims-title",
+            "all-claims-table",
+        )
+    } else {
+        ("claims-title", "dashboard-claims-title", "claims-table")
+    };
     view! {
-        <section aria-labelledby="claims-title" class="space-y-3">
-            <h2 id="claims-title" class="text-lg font-semibold">{locale.t("dashboard-claims-title")}</h2>
-            <p class="text-xs text-slate-500">{locale.t("dashboard-refresh-hint")}</p>
-            {empty.then(|| view! { <p class="text-sm text-slate-500" data-testid="no-claims">{locale.t("dashboard-no-claims")}</p> })}
+        <section aria-labelledby=id class="space-y-3">
+            <h2 id=id class="text-lg font-semibold">{locale.t(title)}</h2>
+            {(!everyone).then(|| view! { <p class="text-xs text-slate-500">{locale.t("dashboard-refresh-hint")}</p> })}
+            {(empty && !everyone).then(|| view! { <p class="text-sm text-slate-500" data-testid="no-claims">{locale.t("dashboard-no-claims")}</p> })}
             <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
-                <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="claims-table">
+                <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid=table>
                     <thead class="bg-slate-100 dark:bg-slate-900">
                         <tr>
                             <th class=th scope="col">{locale.t("dashboard-col-name")}</th>
+                            {everyone.then(|| view! { <th class=th scope="col">{locale.t("dashboard-col-subject")}</th> })}
                             <th class=th scope="col">{locale.t("dashboard-col-pool")}</th>
                             <th class=th scope="col">{locale.t("dashboard-col-phase")}</th>
                             <th class=th scope="col">{locale.t("dashboard-col-expires")}</th>
@@ -135,7 +151,7 @@ fn Claims(claims: Vec<ClaimRow>, locale: Locale) -> impl IntoView {
                         </tr>
                     </thead>
                     <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
-                        {claims.into_iter().map(|claim| view! { <ClaimLine claim locale /> }).collect_view()}
+                        {claims.into_iter().map(|claim| view! { <ClaimLine claim everyone locale /> }).collect_view()}
                     </tbody>
                 </table>
             </div>
@@ -144,7 +160,7 @@ fn Claims(claims: Vec<ClaimRow>, locale: Locale) -> impl IntoView {
 }
 
 #[component]
-fn ClaimLine(claim: ClaimRow, locale: Locale) -> impl IntoView {
+fn ClaimLine(claim: ClaimRow, everyone: bool, locale: Locale) -> impl IntoView {
     let detail = [claim.reason.as_str(), claim.message.as_str()]
         .into_iter()
         .filter(|s| !s.is_empty())
@@ -157,8 +173,13 @@ fn ClaimLine(claim: ClaimRow, locale: Locale) -> impl IntoView {
     let release_question =
         locale.t_with("dashboard-release-confirm", &[("name", claim.name.clone())]);
     view! {
-        <tr data-testid="claim" data-claim=claim.name.clone() data-phase=claim.phase.clone()>
+        <tr
+            data-testid=if everyone { "any-claim" } else { "claim" }
+            data-claim=claim.name.clone()
+            data-phase=claim.phase.clone()
+        >
             <td class="px-3 py-2 font-mono text-xs">{claim.name.clone()}</td>
+            {everyone.then(|| view! { <td class="px-3 py-2">{claim.subject.clone()}</td> })}
             <td class="px-3 py-2">{claim.pool.clone()}</td>
             <td class="px-3 py-2">
                 <PhaseBadge phase=claim.phase.clone() locale />
