@@ -15,9 +15,9 @@ use leptos_meta::{MetaTags, Title, provide_meta_context};
 pub use error::{AppError, AuthorizationProblem};
 pub use i18n::Locale;
 pub use state::{
-    AccountView, AuditFilter, AuditRow, AuditView, AuthorizeClient, AuthorizeView, ClaimRow,
-    DashboardView, FormFeedback, Notice, Page, PageData, PageState, PoolRow, SessionRow, UserRow,
-    UserView, UsersView,
+    AccessRow, AccountView, AuditFilter, AuditRow, AuditView, AuthorizeClient, AuthorizeView,
+    ClaimRow, DashboardView, FormFeedback, Notice, Page, PageData, PageState, PoolRow, SessionRow,
+    UserRow, UserView, UsersView,
 };
 
 /// Paths of the pages, shared with the server's access rules and redirects.

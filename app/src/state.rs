@@ -221,6 +221,17 @@ pub struct AccountView {
     pub sessions: Vec<SessionRow>,
     /// Whether the console knows a cluster, so a kubeconfig can be downloaded.
     pub kubeconfig_available: bool,
+    /// "What can I do?": Kubernetes' answer per resource and verb (empty without a
+    /// cluster).
+    pub access: Vec<AccessRow>,
+}
+
+/// One resource of the "What can I do?" matrix: verb → allowed, in every namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessRow {
+    /// The plural resource name, e.g. `virtualmachineclaims`.
+    pub resource: String,
+    pub verbs: Vec<(String, bool)>,
 }
 
 /// The audit log's filters as typed (empty = any).

@@ -1,6 +1,6 @@
 //! My account: my sessions, ending one of them, and signing out everywhere.
 
-use app::{AccountView, Notice, Page, PageData, PageState, SessionRow, paths};
+use app::{AccessRow, AccountView, Notice, Page, PageData, PageState, SessionRow, paths};
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -59,8 +59,43 @@ async fn account_view(
             })
             .collect(),
         kubeconfig_available: app.config.cluster.is_some(),
+        access: match what_can_i_do(app, user).await {
+            Ok(access) => access,
+            Err(error) => return internal_error(state.locale, &error),
+        },
     });
     pages::render(app, state, StatusCode::OK).await
+}
+
+/// The verbs of the "What can I do?" matrix, as Kubernetes names them.
+const VERBS: [&str; 6] = ["get", "list", "watch", "create", "update", "delete"];
+
+/// "What can I do?": a SelfSubjectAccessReview per verb on pools, claims and VMs in every
+/// namespace, asked as the person (empty without a cluster).
+async fn what_can_i_do(app: &AppState, user: &UserRecord) -> anyhow::Result<Vec<AccessRow>> {
+    let Some(client) = crate::claims::user_client(app, user) else {
+        return Ok(Vec::new());
+    };
+    let mut rows = Vec::new();
+    for resource in [
+        "virtualmachinepools",
+        "virtualmachineclaims",
+        "virtualmachines",
+    ] {
+        let answers = futures::future::try_join_all(
+            VERBS.map(|verb| crate::claims::may(&client, resource, verb, None)),
+        )
+        .await?;
+        rows.push(AccessRow {
+            resource: resource.to_owned(),
+            verbs: VERBS
+                .iter()
+                .zip(answers)
+                .map(|(verb, allowed)| ((*verb).to_owned(), allowed))
+                .collect(),
+        });
+    }
+    Ok(rows)
 }
 
 /// `POST /account/sessions/{handle}/revoke`: ends one of my other sessions; that browser

@@ -311,13 +311,24 @@ fn claim_row(claim: &VirtualMachineClaim, now: OffsetDateTime) -> ClaimRow {
 
 /// SelfSubjectAccessReview: may the person create claims in `namespace`?
 async fn may_create_claims(client: &kube::Client, namespace: &str) -> anyhow::Result<bool> {
+    may(client, "virtualmachineclaims", "create", Some(namespace)).await
+}
+
+/// SelfSubjectAccessReview (authorization.k8s.io/v1) for `verb` on `resource` of
+/// `banlieue.io`, in `namespace` or in every namespace (`None`).
+pub(crate) async fn may(
+    client: &kube::Client,
+    resource: &str,
+    verb: &str,
+    namespace: Option<&str>,
+) -> anyhow::Result<bool> {
     let review = SelfSubjectAccessReview {
         spec: SelfSubjectAccessReviewSpec {
             resource_attributes: Some(ResourceAttributes {
                 group: Some("banlieue.io".into()),
-                resource: Some("virtualmachineclaims".into()),
-                verb: Some("create".into()),
-                namespace: Some(namespace.into()),
+                resource: Some(resource.into()),
+                verb: Some(verb.into()),
+                namespace: namespace.map(Into::into),
                 ..ResourceAttributes::default()
             }),
             ..SelfSubjectAccessReviewSpec::default()
@@ -357,7 +368,7 @@ fn refusal(error: kube::Error) -> AppError {
     }
 }
 
-fn user_client(app: &AppState, user: &UserRecord) -> Option<kube::Client> {
+pub(crate) fn user_client(app: &AppState, user: &UserRecord) -> Option<kube::Client> {
     let access = app.kube.as_ref()?;
     match access.as_user(user) {
         Ok(client) => Some(client),

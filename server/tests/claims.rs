@@ -149,3 +149,30 @@ async fn a_claim_form_with_a_lifetime_not_offered_is_refused() {
     assert_eq!(refused.status, StatusCode::BAD_REQUEST);
     dev.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_can_i_do_shows_kubernetes_answers_for_the_person() {
+    let (app, dev) = TestApp::with_dev_cluster().await;
+    app.create_user("victor", PASSWORD, &["viewer"], false)
+        .await;
+    app.create_user("alice", PASSWORD, &["developer"], false)
+        .await;
+    let cell = |body: &str, resource: &str, verb: &str| -> bool {
+        let row = body
+            .split(&format!("data-resource=\"{resource}\""))
+            .nth(1)
+            .unwrap();
+        let cell = row.split(&format!("data-verb=\"{verb}\"")).nth(1).unwrap();
+        cell.trim_start().starts_with("data-allowed=\"true\"")
+    };
+    let viewer = app.sign_in("victor", PASSWORD).await;
+    let page = app.send(get("/account", Some(&viewer))).await;
+    assert!(page.body.contains("access-table"), "{}", page.body);
+    assert!(cell(&page.body, "virtualmachineclaims", "list"));
+    assert!(!cell(&page.body, "virtualmachineclaims", "create"));
+    let developer = app.sign_in("alice", PASSWORD).await;
+    let page = app.send(get("/account", Some(&developer))).await;
+    assert!(cell(&page.body, "virtualmachineclaims", "create"));
+    assert!(!cell(&page.body, "virtualmachinepools", "create"));
+    dev.shutdown().await;
+}

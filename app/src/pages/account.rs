@@ -9,9 +9,9 @@ use crate::{PageData, page_state, paths};
 pub fn Account() -> impl IntoView {
     let state = page_state();
     let locale = state.locale;
-    let (sessions, kubeconfig_available) = match state.data {
-        PageData::Account(view) => (view.sessions, view.kubeconfig_available),
-        _ => (Vec::new(), false),
+    let (sessions, kubeconfig_available, access) = match state.data {
+        PageData::Account(view) => (view.sessions, view.kubeconfig_available, view.access),
+        _ => (Vec::new(), false, Vec::new()),
     };
     let th = "px-3 py-2 text-left font-medium";
     view! {
@@ -37,6 +37,7 @@ pub fn Account() -> impl IntoView {
                     view! { <p class="text-sm text-slate-500">{locale.t("error-no-cluster-configured")}</p> }.into_any()
                 }}
             </section>
+            {(!access.is_empty()).then(|| view! { <WhatCanIDo access /> })}
             <section aria-labelledby="my-sessions" class="space-y-4">
                 <h2 id="my-sessions" class="text-lg font-semibold">{locale.t("account-sessions-title")}</h2>
                 <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
@@ -86,5 +87,59 @@ pub fn Account() -> impl IntoView {
                 </form>
             </section>
         </main>
+    }
+}
+
+/// Kubernetes' answers (SelfSubjectAccessReview) for the person's verbs on pools, claims
+/// and VMs.
+#[component]
+fn WhatCanIDo(access: Vec<crate::AccessRow>) -> impl IntoView {
+    let locale = crate::page_state().locale;
+    let verbs: Vec<String> = access
+        .first()
+        .map(|row| row.verbs.iter().map(|(verb, _)| verb.clone()).collect())
+        .unwrap_or_default();
+    let th = "px-3 py-2 text-left font-medium";
+    view! {
+        <section aria-labelledby="what-can-i-do" class="space-y-3">
+            <h2 id="what-can-i-do" class="text-lg font-semibold">{locale.t("account-access-title")}</h2>
+            <p class="max-w-prose text-sm text-slate-600 dark:text-slate-300">{locale.t("account-access-help")}</p>
+            <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
+                <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="access-table">
+                    <thead class="bg-slate-100 dark:bg-slate-900">
+                        <tr>
+                            <th class=th scope="col">{locale.t("account-access-resource")}</th>
+                            {verbs.into_iter().map(|verb| view! { <th class=th scope="col">{verb}</th> }).collect_view()}
+                        </tr>
+                    </thead>
+                    <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
+                        {access
+                            .into_iter()
+                            .map(|row| view! {
+                                <tr data-resource=row.resource.clone()>
+                                    <th class="px-3 py-2 text-left font-mono text-xs" scope="row">{row.resource.clone()}</th>
+                                    {row.verbs
+                                        .into_iter()
+                                        .map(|(verb, allowed)| {
+                                            let (mark, label) = if allowed {
+                                                ("✓", locale.t("account-access-allowed"))
+                                            } else {
+                                                ("—", locale.t("account-access-denied"))
+                                            };
+                                            view! {
+                                                <td class="px-3 py-2" data-verb=verb data-allowed=allowed.to_string()>
+                                                    <span aria-hidden="true">{mark}</span>
+                                                    <span class="sr-only">{label}</span>
+                                                </td>
+                                            }
+                                        })
+                                        .collect_view()}
+                                </tr>
+                            })
+                            .collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        </section>
     }
 }
