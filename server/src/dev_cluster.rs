@@ -104,8 +104,10 @@ impl DevCluster {
     }
 }
 
-/// The API server's `AuthenticationConfiguration` for this console (README).
-fn authentication_configuration(issuer_url: &str) -> String {
+/// The API server's `AuthenticationConfiguration` (apiserver.config.k8s.io/v1beta1) that
+/// trusts the console at `issuer_url`: audience `kubernetes`, `sub` and `groups` with the
+/// `console:` prefix (README, "Kubernetes API server configuration").
+pub fn authentication_configuration(issuer_url: &str) -> String {
     format!(
         "apiVersion: apiserver.config.k8s.io/v1beta1
 kind: AuthenticationConfiguration

@@ -74,22 +74,9 @@ pub async fn console(
 /// The Kubernetes emulator trusting the console at `issuer` as the API server would be
 /// configured (README, "Kubernetes API server configuration").
 pub async fn cluster_trusting(issuer: &str) -> Emulator {
-    let authentication = parse_authentication_configuration(&format!(
-        "apiVersion: apiserver.config.k8s.io/v1beta1
-kind: AuthenticationConfiguration
-jwt:
-- issuer:
-    url: {issuer}
-    audiences: [kubernetes]
-  claimMappings:
-    username:
-      claim: sub
-      prefix: 'console:'
-    groups:
-      claim: groups
-      prefix: 'console:'
-"
-    ))
+    let authentication = parse_authentication_configuration(
+        &server::dev_cluster::authentication_configuration(issuer),
+    )
     .unwrap();
     Emulator::start(EmulatorConfig {
         authentication: Some(authentication),
