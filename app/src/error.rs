@@ -63,6 +63,8 @@ pub enum AppError {
     },
     /// A claim form with an unknown pool or a lifetime not offered.
     InvalidClaim,
+    /// A custom-role form with a bad or built-in name, or no permission ticked.
+    InvalidRole,
     Internal {
         correlation_id: String,
     },
@@ -120,6 +122,7 @@ impl AppError {
             Self::NoClusterConfigured => "error-no-cluster-configured",
             Self::Kubernetes { .. } => "error-kubernetes",
             Self::InvalidClaim => "error-invalid-claim",
+            Self::InvalidRole => "error-invalid-role",
             Self::Internal { .. } => "error-internal",
         }
     }
@@ -143,7 +146,8 @@ impl AppError {
             | Self::InvalidDate
             | Self::ControlCharacters
             | Self::InvalidAuthorizationRequest { .. }
-            | Self::InvalidClaim => 400,
+            | Self::InvalidClaim
+            | Self::InvalidRole => 400,
             Self::Kubernetes { code, .. } if (400..600).contains(code) => *code,
             Self::Kubernetes { .. } => 502,
             Self::MethodNotAllowed => 405,
@@ -228,6 +232,7 @@ impl AppError {
                 message: "x".into(),
             },
             Self::InvalidClaim,
+            Self::InvalidRole,
             Self::Internal {
                 correlation_id: "x".into(),
             },

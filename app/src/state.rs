@@ -40,6 +40,8 @@ pub enum Page {
     Audit,
     /// The OIDC authorization endpoint's sign-in card or confirmation.
     Authorize,
+    /// Built-in and custom roles (admins).
+    Roles,
     #[default]
     NotFound,
 }
@@ -56,6 +58,7 @@ impl Page {
             paths::ACCOUNT => Self::Account,
             paths::AUDIT => Self::Audit,
             paths::AUTHORIZE => Self::Authorize,
+            paths::ROLES => Self::Roles,
             _ if path
                 .strip_prefix("/users/")
                 .is_some_and(|name| !name.is_empty() && !name.contains('/')) =>
@@ -87,6 +90,8 @@ impl FormFeedback {
 pub enum Notice {
     UserCreated,
     UserSaved,
+    RoleSaved { name: String },
+    RoleDeleted { name: String },
     UserDisabled,
     UserEnabled,
     PasswordReset,
@@ -101,6 +106,8 @@ impl Notice {
     pub fn fluent_key(&self) -> &'static str {
         match self {
             Self::UserCreated => "notice-user-created",
+            Self::RoleSaved { .. } => "notice-role-saved",
+            Self::RoleDeleted { .. } => "notice-role-deleted",
             Self::UserSaved => "notice-user-saved",
             Self::UserDisabled => "notice-user-disabled",
             Self::UserEnabled => "notice-user-enabled",
@@ -117,7 +124,9 @@ impl Notice {
         match self {
             Self::UserDeleted { name }
             | Self::ClaimCreated { name }
-            | Self::ReleaseRequested { name } => {
+            | Self::ReleaseRequested { name }
+            | Self::RoleSaved { name }
+            | Self::RoleDeleted { name } => {
                 locale.t_with(self.fluent_key(), &[("name", name.clone())])
             }
             _ => locale.t(self.fluent_key()),
@@ -136,6 +145,7 @@ pub enum PageData {
     Audit(AuditView),
     Authorize(AuthorizeView),
     Dashboard(DashboardView),
+    Roles(RolesView),
 }
 
 impl PageData {
@@ -311,4 +321,28 @@ pub struct ClaimRow {
     /// Seconds left when the page was rendered.
     pub remaining_secs: Option<i64>,
     pub addresses: Vec<String>,
+}
+
+/// The Roles page: each role's Kubernetes rules, read as the admin, and who holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolesView {
+    pub builtin: Vec<RoleRow>,
+    pub custom: Vec<RoleRow>,
+    /// The banlieue.io resources and verbs a custom role may grant (the form's grid).
+    pub resources: Vec<String>,
+    pub verbs: Vec<String>,
+    /// The custom role being edited (`?edit=<name>`), whose grants pre-fill the form.
+    pub editing: Option<RoleRow>,
+}
+
+/// A role as the Roles page shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleRow {
+    pub name: String,
+    /// One line per rule, e.g. `get, list, watch — virtualmachineclaims (banlieue.io)`.
+    pub rules: Vec<String>,
+    /// (resource, verb) pairs granted on banlieue.io, for the edit form.
+    pub grants: Vec<(String, String)>,
+    /// Console users holding the role.
+    pub holders: Vec<String>,
 }

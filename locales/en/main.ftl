@@ -226,3 +226,22 @@ account-access-help = What Kubernetes allows you in every namespace, asked as yo
 account-access-resource = Resource
 account-access-allowed = allowed
 account-access-denied = not allowed
+
+## Roles
+nav-roles = Roles
+roles-title = Roles
+roles-builtin-title = Built-in roles
+roles-custom-title = Custom roles
+roles-name = Name
+roles-rules = What it allows in Kubernetes
+roles-holders = Held by
+roles-actions = Actions
+roles-edit = Edit
+roles-delete = Delete…
+roles-delete-confirm = Delete this role
+roles-form-title = Create or change a custom role
+roles-form-help = The role becomes a ClusterRole bound to the group console:<name>; give it to users on their page. Kubernetes decides whether you may grant what you tick.
+roles-save = Save role
+notice-role-saved = Role { $name } saved.
+notice-role-deleted = Role { $name } deleted.
+error-invalid-role = A custom role needs a new name (a lowercase letter, then letters, digits or -), not a built-in one, and at least one permission.

@@ -211,3 +211,22 @@ account-access-help = すべての名前空間で Kubernetes があなたに許�
 account-access-resource = リソース
 account-access-allowed = 許可
 account-access-denied = 不許可
+
+## Roles
+nav-roles = ロール
+roles-title = ロール
+roles-builtin-title = 組み込みロール
+roles-custom-title = カスタムロール
+roles-name = 名前
+roles-rules = Kubernetes で許可されること
+roles-holders = 保有者
+roles-actions = 操作
+roles-edit = 編集
+roles-delete = 削除…
+roles-delete-confirm = このロールを削除
+roles-form-title = カスタムロールの作成・変更
+roles-form-help = ロールはグループ console:<名前> に結び付けられた ClusterRole になります。ユーザーのページで付与してください。チェックした権限を付与できるかは Kubernetes が判断します。
+roles-save = ロールを保存
+notice-role-saved = ロール { $name } を保存しました。
+notice-role-deleted = ロール { $name } を削除しました。
+error-invalid-role = カスタムロールには組み込みでない新しい名前 (小文字で始まり、英小文字・数字・- のみ) と、少なくとも 1 つの権限が必要です。

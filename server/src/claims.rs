@@ -354,7 +354,7 @@ fn visible<K: Clone>(listed: kube::Result<kube::core::ObjectList<K>>) -> Result<
 }
 
 /// Kubernetes' answer, translated: an API refusal keeps the API server's message.
-fn refusal(error: kube::Error) -> AppError {
+pub(crate) fn refusal(error: kube::Error) -> AppError {
     match error {
         kube::Error::Api(status) => AppError::Kubernetes {
             code: status.code,

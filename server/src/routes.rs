@@ -15,7 +15,7 @@ use leptos::prelude::LeptosOptions;
 use crate::admin::UserAction;
 use crate::config::Config;
 use crate::kube_access::KubeAccess;
-use crate::{account, admin, claims, handlers, middleware, oidc, pages, session};
+use crate::{account, admin, claims, handlers, middleware, oidc, pages, roles, session};
 
 /// What every handler may use.
 #[derive(Clone)]
@@ -94,6 +94,8 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
         )
         .route("/account/sessions/revoke-all", post(account::revoke_all))
         .route(paths::AUDIT, get(admin::audit_page))
+        .route(paths::ROLES, get(roles::roles_page).post(roles::save_role))
+        .route("/roles/{name}/delete", post(roles::delete_role))
         .route(endpoints::DISCOVERY, get(oidc::discovery))
         .route(endpoints::JWKS, get(oidc::jwks))
         .route(

@@ -176,3 +176,78 @@ async fn what_can_i_do_shows_kubernetes_answers_for_the_person() {
     assert!(!cell(&page.body, "virtualmachinepools", "create"));
     dev.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_creates_a_custom_role_that_changes_a_users_rights() {
+    let (app, dev) = TestApp::with_dev_cluster().await;
+    app.create_user("ada", PASSWORD, &["admin"], false).await;
+    app.create_user("bob", PASSWORD, &["claimer"], false).await;
+    app.create_user("dave", PASSWORD, &["developer"], false)
+        .await;
+    let admin = app.sign_in("ada", PASSWORD).await;
+    let bob = app.sign_in("bob", PASSWORD).await;
+    let may_claim = |body: &str| {
+        body.split("data-resource=\"virtualmachineclaims\"")
+            .nth(1)
+            .and_then(|row| row.split("data-verb=\"create\"").nth(1))
+            .is_some_and(|cell| cell.trim_start().starts_with("data-allowed=\"true\""))
+    };
+    assert!(!may_claim(
+        &app.send(get("/account", Some(&bob))).await.body
+    ));
+
+    let page = app.send(get("/roles", Some(&admin))).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body.contains("data-role=\"developer\""),
+        "built-in roles listed"
+    );
+    let saved = app
+        .send(post_form(
+            "/roles",
+            form(&[
+                ("name", "claimer"),
+                ("grant.virtualmachineclaims.create", "on"),
+                ("grant.virtualmachineclaims.list", "on"),
+            ]),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.body);
+    let page = app.send(get("/roles", Some(&admin))).await;
+    let row = page
+        .body
+        .split("data-role=\"claimer\"")
+        .nth(1)
+        .expect("the custom role");
+    assert!(
+        row.contains("list, create — virtualmachineclaims (banlieue.io)"),
+        "{row}"
+    );
+    assert!(row.contains(">bob<"), "its holder: {row}");
+    assert!(may_claim(&app.send(get("/account", Some(&bob))).await.body));
+
+    let deleted = app
+        .send(post_form("/roles/claimer/delete", "", Some(&admin)))
+        .await;
+    assert_eq!(deleted.status, StatusCode::SEE_OTHER, "{}", deleted.body);
+    assert!(!may_claim(
+        &app.send(get("/account", Some(&bob))).await.body
+    ));
+
+    // Only admins reach the page; a built-in name cannot be taken.
+    let dave = app.sign_in("dave", PASSWORD).await;
+    assert_eq!(
+        app.send(get("/roles", Some(&dave))).await.status,
+        StatusCode::FORBIDDEN
+    );
+    let taken = app
+        .send(post_form(
+            "/roles",
+            form(&[("name", "admin"), ("grant.virtualmachines.get", "on")]),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(taken.status, StatusCode::BAD_REQUEST);
+    dev.shutdown().await;
+}

@@ -151,6 +151,9 @@ pub fn AppHeader() -> impl IntoView {
                                         <a href=paths::USERS.to_owned() class="hover:underline">
                                             {locale.t("nav-users")}
                                         </a>
+                                        <a href=paths::ROLES.to_owned() class="hover:underline">
+                                            {locale.t("nav-roles")}
+                                        </a>
                                         <a href=paths::AUDIT.to_owned() class="hover:underline">
                                             {locale.t("nav-audit")}
                                         </a>

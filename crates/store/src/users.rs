@@ -544,3 +544,16 @@ fn escape_like(text: &str) -> String {
     }
     escaped
 }
+
+impl Store {
+    /// The names of the users holding `role` directly, sorted.
+    pub async fn user_names_with_role(&self, role: &str) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT u.name FROM users u JOIN user_roles r ON r.user_id = u.id \
+             WHERE r.role = $1 ORDER BY u.name",
+        )
+        .bind(role)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}

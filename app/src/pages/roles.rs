@@ -1,0 +1,128 @@
+use leptos::prelude::*;
+
+use super::{DANGER_BUTTON, INPUT_CLASS, PRIMARY_BUTTON, SECONDARY_BUTTON};
+use crate::components::{AppHeader, Messages};
+use crate::i18n::Locale;
+use crate::{PageData, RoleRow, page_state, paths};
+
+/// Roles (admins, SPEC §5): the built-in and custom roles with their Kubernetes rules in
+/// a readable form and who holds them; create, edit and delete custom roles. Kubernetes
+/// reads and writes the ClusterRoles as the signed-in admin, so its RBAC decides.
+#[component]
+pub fn Roles() -> impl IntoView {
+    let state = page_state();
+    let locale = state.locale;
+    let view = match state.data {
+        PageData::Roles(view) => view,
+        _ => Default::default(),
+    };
+    let card = "rounded-2xl border border-slate-200 bg-white p-6 shadow-sm dark:border-slate-800 dark:bg-slate-900";
+    let editing = view.editing.clone();
+    let typed_name = state
+        .feedback
+        .as_ref()
+        .map(|f| f.value("name"))
+        .or_else(|| editing.as_ref().map(|e| e.name.clone()))
+        .unwrap_or_default();
+    let granted = move |resource: &str, verb: &str| {
+        editing
+            .as_ref()
+            .is_some_and(|e| e.grants.iter().any(|(r, v)| r == resource && v == verb))
+    };
+    let th = "px-3 py-2 text-left font-medium";
+    view! {
+        <AppHeader />
+        <main class="mx-auto max-w-5xl space-y-8 px-4 py-8">
+            <h1 class="text-2xl font-semibold tracking-tight">{locale.t("roles-title")}</h1>
+            <Messages />
+            <RoleList title=locale.t("roles-builtin-title") roles=view.builtin editable=false locale />
+            <RoleList title=locale.t("roles-custom-title") roles=view.custom editable=true locale />
+            <section class=card aria-labelledby="role-form">
+                <h2 id="role-form" class="mb-2 text-lg font-semibold">{locale.t("roles-form-title")}</h2>
+                <p class="mb-4 text-sm text-slate-600 dark:text-slate-300">{locale.t("roles-form-help")}</p>
+                <form method="post" action=paths::ROLES class="space-y-4">
+                    <label class="block text-sm font-medium">
+                        {locale.t("roles-name")}
+                        <input class=INPUT_CLASS type="text" name="name" value=typed_name required autocapitalize="none" spellcheck="false" />
+                    </label>
+                    <table class="text-sm" data-testid="role-grid">
+                        <thead>
+                            <tr>
+                                <th class=th scope="col">{locale.t("account-access-resource")}</th>
+                                {view.verbs.iter().map(|v| view! { <th class=th scope="col">{v.clone()}</th> }).collect_view()}
+                            </tr>
+                        </thead>
+                        <tbody>
+                            {view.resources.iter().map(|resource| view! {
+                                <tr>
+                                    <th class="px-3 py-2 text-left font-mono text-xs" scope="row">{resource.clone()}</th>
+                                    {view.verbs.iter().map(|verb| {
+                                        let field = format!("grant.{resource}.{verb}");
+                                        let label = format!("{verb} {resource}");
+                                        view! {
+                                            <td class="px-3 py-2">
+                                                <input type="checkbox" name=field value="on" aria-label=label checked=granted(resource, verb) />
+                                            </td>
+                                        }
+                                    }).collect_view()}
+                                </tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                    <button type="submit" class=PRIMARY_BUTTON>{locale.t("roles-save")}</button>
+                </form>
+            </section>
+        </main>
+    }
+}
+
+#[component]
+fn RoleList(title: String, roles: Vec<RoleRow>, editable: bool, locale: Locale) -> impl IntoView {
+    let th = "px-3 py-2 text-left font-medium";
+    view! {
+        <section class="space-y-3">
+            <h2 class="text-lg font-semibold">{title}</h2>
+            <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
+                <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800">
+                    <thead class="bg-slate-100 dark:bg-slate-900">
+                        <tr>
+                            <th class=th scope="col">{locale.t("roles-name")}</th>
+                            <th class=th scope="col">{locale.t("roles-rules")}</th>
+                            <th class=th scope="col">{locale.t("roles-holders")}</th>
+                            <th class=th scope="col"><span class="sr-only">{locale.t("roles-actions")}</span></th>
+                        </tr>
+                    </thead>
+                    <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
+                        {roles.into_iter().map(|role| {
+                            let actions = editable.then(|| {
+                                let edit = format!("{}?edit={}", paths::ROLES, role.name);
+                                let delete = format!("{}/{}/delete", paths::ROLES, role.name);
+                                view! {
+                                    <a href=edit class=SECONDARY_BUTTON>{locale.t("roles-edit")}</a>
+                                    <details class="mt-2">
+                                        <summary class="cursor-pointer text-xs">{locale.t("roles-delete")}</summary>
+                                        <form method="post" action=delete class="mt-2">
+                                            <button type="submit" class=DANGER_BUTTON>{locale.t("roles-delete-confirm")}</button>
+                                        </form>
+                                    </details>
+                                }
+                            });
+                            view! {
+                                <tr data-role=role.name.clone()>
+                                    <td class="px-3 py-2 font-medium">{role.name.clone()}</td>
+                                    <td class="px-3 py-2">
+                                        <ul class="space-y-1 text-xs">
+                                            {role.rules.iter().map(|r| view! { <li>{r.clone()}</li> }).collect_view()}
+                                        </ul>
+                                    </td>
+                                    <td class="px-3 py-2 text-xs" data-testid="holders">{role.holders.join(", ")}</td>
+                                    <td class="px-3 py-2 text-right">{actions}</td>
+                                </tr>
+                            }
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        </section>
+    }
+}
