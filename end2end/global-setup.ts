@@ -26,6 +26,8 @@ export default async function globalSetup(): Promise<() => Promise<void>> {
         BANLIEUE_DEV_CLUSTER: 'true',
         BANLIEUE_DEV_CLUSTER_LISTEN: `127.0.0.1:${server.port + 1000}`,
         BANLIEUE_DEV_CLUSTER_DIR: `${dir}/cluster`,
+        // An 8-second lifetime lets a test watch a sandbox expire.
+        BANLIEUE_CLAIM_TTL_CHOICES: '8,900',
         LEPTOS_SITE_ROOT: siteRoot,
         RUST_LOG: 'warn',
       },

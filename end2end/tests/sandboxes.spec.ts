@@ -10,15 +10,20 @@ test.describe.configure({ mode: 'serial' });
 
 /** With JavaScript: waits for the live page. Without: reloads until it shows (claim and
  *  release redirect to the dashboard, so a reload never posts again). */
-async function until(page: Page, js: boolean, check: (timeout: number) => Promise<void>): Promise<void> {
+async function until(
+  page: Page,
+  js: boolean,
+  check: (timeout: number) => Promise<void>,
+  within = 20_000,
+): Promise<void> {
   if (js) {
-    await check(15_000);
+    await check(within);
     return;
   }
   await expect(async () => {
     await page.reload();
     await check(1_000);
-  }).toPass({ timeout: 20_000 });
+  }).toPass({ timeout: within });
 }
 
 test('claim a sandbox, see it bound, release it', async ({ page }, info) => {
@@ -50,6 +55,29 @@ test('claim a sandbox, see it bound, release it', async ({ page }, info) => {
   await until(page, js, async (timeout) => {
     await expect(page.getByTestId('claim')).toHaveCount(0, { timeout });
   });
+});
+
+test('an expired sandbox leaves the page by itself', async ({ page }, info) => {
+  test.setTimeout(60_000);
+  const js = info.project.use.javaScriptEnabled !== false;
+  await open(page, '/sign-in', js);
+  await signIn(page, 'admin', NEW_ADMIN_PASSWORD);
+  const pool = page.locator('[data-pool="sandbox"]');
+  await pool.getByLabel('Lifetime').selectOption('8');
+  await pool.getByRole('button', { name: 'Claim a sandbox' }).click();
+  await expect(page.getByRole('status')).toContainText('created');
+  await until(page, js, async (timeout) => {
+    await expect(page.getByTestId('claim')).toHaveCount(1, { timeout });
+  });
+  // Bound, then released by the claim controller when its 8 s are up.
+  await until(
+    page,
+    js,
+    async (timeout) => {
+      await expect(page.getByTestId('claim')).toHaveCount(0, { timeout });
+    },
+    40_000,
+  );
 });
 
 test('the dashboard speaks Japanese', async ({ browser }, info) => {

@@ -245,3 +245,7 @@ roles-save = Save role
 notice-role-saved = Role { $name } saved.
 notice-role-deleted = Role { $name } deleted.
 error-invalid-role = A custom role needs a new name (a lowercase letter, then letters, digits or -), not a built-in one, and at least one permission.
+ttl-seconds = { $seconds ->
+    [one] 1 second
+   *[other] { $seconds } seconds
+}

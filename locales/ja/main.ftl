@@ -230,3 +230,4 @@ roles-save = ロールを保存
 notice-role-saved = ロール { $name } を保存しました。
 notice-role-deleted = ロール { $name } を削除しました。
 error-invalid-role = カスタムロールには組み込みでない新しい名前 (小文字で始まり、英小文字・数字・- のみ) と、少なくとも 1 つの権限が必要です。
+ttl-seconds = { $seconds } 秒

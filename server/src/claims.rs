@@ -28,9 +28,6 @@ use crate::form::Form;
 use crate::middleware::{internal_error, signed_in};
 use crate::pages;
 
-/// Lifetimes offered when claiming, in seconds: 15 minutes, 1 hour, 4 hours.
-pub const TTL_CHOICES: [u32; 3] = [900, 3600, 14_400];
-
 /// `GET /`: the dashboard; `?claimed=<name>` / `?released=<name>` (where a claim or
 /// release redirects, so a reload never posts again) show their notice.
 pub async fn dashboard_page(State(app): State<AppState>, request: Request) -> Response {
@@ -72,7 +69,7 @@ pub async fn create_claim(State(app): State<AppState>, request: Request) -> Resp
     let ttl = form.get("ttl_seconds").parse::<u32>().ok();
     let (namespace, pool) = (form.get("namespace"), form.get("pool"));
     let (Some(ttl), false, false) = (
-        ttl.filter(|t| TTL_CHOICES.contains(t)),
+        ttl.filter(|t| app.config.claim_ttl_choices.contains(t)),
         namespace.is_empty(),
         pool.is_empty(),
     ) else {
@@ -285,7 +282,7 @@ async fn dashboard_view(app: &AppState, user: &UserRecord) -> Result<DashboardVi
         pools: pool_rows,
         claims: claim_rows,
         all_claims,
-        ttl_choices: TTL_CHOICES.to_vec(),
+        ttl_choices: app.config.claim_ttl_choices.clone(),
     })
 }
 

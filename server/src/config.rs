@@ -198,6 +198,15 @@ pub struct Settings {
         default_value = "data/dev-cluster"
     )]
     pub dev_cluster_dir: std::path::PathBuf,
+    /// Lifetimes offered when claiming a sandbox, in seconds, comma-separated.
+    #[arg(
+        long,
+        global = true,
+        env = "BANLIEUE_CLAIM_TTL_CHOICES",
+        value_delimiter = ',',
+        default_value = "900,3600,14400"
+    )]
+    pub claim_ttl_choices: Vec<u32>,
     /// The cluster's name in downloaded kubeconfigs.
     #[arg(
         long,
@@ -240,6 +249,8 @@ pub struct Config {
     /// The console's namespace.
     pub namespace: String,
     pub run_controllers: bool,
+    /// Lifetimes offered when claiming, in seconds, ascending, each ≥ 1.
+    pub claim_ttl_choices: Vec<u32>,
 }
 
 /// Where the console reaches Kubernetes.
@@ -285,6 +296,10 @@ pub enum ConfigError {
     ClusterServer { value: String },
     #[error("BANLIEUE_CLUSTER_CA_FILE / --cluster-ca-file: cannot read {path}: {problem}")]
     ClusterCaFile { path: String, problem: String },
+    #[error(
+        "BANLIEUE_CLAIM_TTL_CHOICES / --claim-ttl-choices: give one or more lifetimes in seconds, each at least 1, e.g. 900,3600"
+    )]
+    ClaimTtlChoices,
     #[error("BANLIEUE_CLUSTER_NAME / --cluster-name must not be empty")]
     ClusterName,
     #[error(
@@ -374,6 +389,7 @@ impl Settings {
             kube: self.kube_source()?,
             namespace: self.namespace.clone(),
             run_controllers: self.run_controllers,
+            claim_ttl_choices: self.claim_ttl_choices()?,
             issuer,
             signing_keys,
             cluster: self.cluster()?,
@@ -389,6 +405,16 @@ impl Settings {
 }
 
 impl Settings {
+    fn claim_ttl_choices(&self) -> Result<Vec<u32>, ConfigError> {
+        let mut choices = self.claim_ttl_choices.clone();
+        if choices.is_empty() || choices.contains(&0) {
+            return Err(ConfigError::ClaimTtlChoices);
+        }
+        choices.sort_unstable();
+        choices.dedup();
+        Ok(choices)
+    }
+
     /// `BANLIEUE_KUBECONFIG`, else `KUBECONFIG` or a pod's service account, else the dev
     /// cluster when asked for, else none.
     fn kube_source(&self) -> Result<KubeSource, ConfigError> {
@@ -470,6 +496,7 @@ mod tests {
             dev_cluster: false,
             dev_cluster_listen: "127.0.0.1:6443".into(),
             dev_cluster_dir: "data/dev-cluster".into(),
+            claim_ttl_choices: vec![900, 3600, 14400],
         }
     }
 

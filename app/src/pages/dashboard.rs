@@ -279,8 +279,10 @@ fn Countdown(expires_at: String, remaining_secs: i64, locale: Locale) -> impl In
 fn ttl_label(secs: u32, locale: Locale) -> String {
     if secs.is_multiple_of(3600) {
         locale.t_with("ttl-hours", &[("hours", (secs / 3600).to_string())])
-    } else {
+    } else if secs.is_multiple_of(60) {
         locale.t_with("ttl-minutes", &[("minutes", (secs / 60).to_string())])
+    } else {
+        locale.t_with("ttl-seconds", &[("seconds", secs.to_string())])
     }
 }
 
