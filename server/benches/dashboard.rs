@@ -1,0 +1,60 @@
+//! The dashboard of a developer whose namespace holds 1,000 claims (all theirs, so every
+//! row renders), against the dev cluster (the Kubernetes emulator with the chart), through
+//! the whole router: list pools and claims as the person, one SelfSubjectAccessReview,
+//! render. Target: p99 ≤ 50 ms (criterion prints the distribution; read the upper bound).
+//! Run: `cargo bench -p server --bench dashboard`.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use cluster::crd::{ClaimSubject, VirtualMachineClaim, VirtualMachineClaimSpec};
+use criterion::{Criterion, criterion_group, criterion_main};
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use support::{TestApp, get};
+
+fn dashboard(c: &mut Criterion) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (app, _dev, cookie) = runtime.block_on(async {
+        let (app, dev) = TestApp::with_dev_cluster().await;
+        let alice = app
+            .create_user("alice", "correct horse battery", &["developer"], false)
+            .await;
+        let client = dev.access.as_user(&alice).unwrap();
+        let claims = Api::<VirtualMachineClaim>::namespaced(client, "demo");
+        for i in 0..1_000 {
+            let claim = VirtualMachineClaim {
+                metadata: ObjectMeta {
+                    name: Some(format!("alice-{i:04}")),
+                    ..ObjectMeta::default()
+                },
+                spec: VirtualMachineClaimSpec {
+                    pool_ref: "sandbox".into(),
+                    ttl_seconds: 3600,
+                    subject: ClaimSubject {
+                        issuer: "http://127.0.0.1:3000".into(),
+                        id: "alice".into(),
+                    },
+                },
+                status: None,
+            };
+            claims.create(&PostParams::default(), &claim).await.unwrap();
+        }
+        let cookie = app.sign_in("alice", "correct horse battery").await;
+        (app, dev, cookie)
+    });
+    let mut group = c.benchmark_group("dashboard_1000_claims");
+    group.sample_size(50);
+    group.bench_function("render", |b| {
+        b.to_async(&runtime).iter(|| async {
+            let page = app.send(get("/", Some(&cookie))).await;
+            assert_eq!(page.status, axum::http::StatusCode::OK);
+            assert!(page.body.contains("alice-0999"));
+            page
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, dashboard);
+criterion_main!(benches);
