@@ -65,6 +65,8 @@ pub enum AppError {
     InvalidClaim,
     /// A custom-role form with a bad or built-in name, or no permission ticked.
     InvalidRole,
+    /// A pool form with a bad name, sizes or template.
+    InvalidPool,
     Internal {
         correlation_id: String,
     },
@@ -123,6 +125,7 @@ impl AppError {
             Self::Kubernetes { .. } => "error-kubernetes",
             Self::InvalidClaim => "error-invalid-claim",
             Self::InvalidRole => "error-invalid-role",
+            Self::InvalidPool => "error-invalid-pool",
             Self::Internal { .. } => "error-internal",
         }
     }
@@ -147,7 +150,8 @@ impl AppError {
             | Self::ControlCharacters
             | Self::InvalidAuthorizationRequest { .. }
             | Self::InvalidClaim
-            | Self::InvalidRole => 400,
+            | Self::InvalidRole
+            | Self::InvalidPool => 400,
             Self::Kubernetes { code, .. } if (400..600).contains(code) => *code,
             Self::Kubernetes { .. } => 502,
             Self::MethodNotAllowed => 405,
@@ -233,6 +237,7 @@ impl AppError {
             },
             Self::InvalidClaim,
             Self::InvalidRole,
+            Self::InvalidPool,
             Self::Internal {
                 correlation_id: "x".into(),
             },

@@ -16,8 +16,8 @@ pub use error::{AppError, AuthorizationProblem};
 pub use i18n::Locale;
 pub use state::{
     AccessRow, AccountView, AuditFilter, AuditRow, AuditView, AuthorizeClient, AuthorizeView,
-    ClaimRow, DashboardView, FormFeedback, Notice, Page, PageData, PageState, PoolRow, RoleRow,
-    RolesView, SessionRow, UserRow, UserView, UsersView,
+    ClaimRow, DashboardView, FormFeedback, Notice, Page, PageData, PageState, PoolForm, PoolRow,
+    PoolsView, RoleRow, RolesView, SessionRow, UserRow, UserView, UsersView,
 };
 
 /// Paths of the pages, shared with the server's access rules and redirects.
@@ -31,6 +31,7 @@ pub mod paths {
     pub const ACCOUNT: &str = "/account";
     pub const AUDIT: &str = "/audit";
     pub const ROLES: &str = "/roles";
+    pub const POOLS: &str = "/pools";
     /// The OIDC authorization endpoint (its pages are the console's).
     pub const AUTHORIZE: &str = "/oidc/authorize";
     /// The kubeconfig download.
@@ -98,6 +99,7 @@ pub fn App() -> impl IntoView {
             Page::Audit => view! { <pages::Audit /> }.into_any(),
             Page::Authorize => view! { <pages::Authorize /> }.into_any(),
             Page::Roles => view! { <pages::Roles /> }.into_any(),
+            Page::Pools => view! { <pages::Pools /> }.into_any(),
             Page::NotFound => view! { <pages::NotFound /> }.into_any(),
         }}
     }

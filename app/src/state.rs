@@ -42,6 +42,8 @@ pub enum Page {
     Authorize,
     /// Built-in and custom roles (admins).
     Roles,
+    /// Pools (operators).
+    Pools,
     #[default]
     NotFound,
 }
@@ -59,6 +61,7 @@ impl Page {
             paths::AUDIT => Self::Audit,
             paths::AUTHORIZE => Self::Authorize,
             paths::ROLES => Self::Roles,
+            paths::POOLS => Self::Pools,
             _ if path
                 .strip_prefix("/users/")
                 .is_some_and(|name| !name.is_empty() && !name.contains('/')) =>
@@ -91,6 +94,8 @@ pub enum Notice {
     UserCreated,
     UserSaved,
     RoleSaved { name: String },
+    PoolSaved { name: String },
+    PoolDeleted { name: String },
     RoleDeleted { name: String },
     UserDisabled,
     UserEnabled,
@@ -107,6 +112,8 @@ impl Notice {
         match self {
             Self::UserCreated => "notice-user-created",
             Self::RoleSaved { .. } => "notice-role-saved",
+            Self::PoolSaved { .. } => "notice-pool-saved",
+            Self::PoolDeleted { .. } => "notice-pool-deleted",
             Self::RoleDeleted { .. } => "notice-role-deleted",
             Self::UserSaved => "notice-user-saved",
             Self::UserDisabled => "notice-user-disabled",
@@ -126,6 +133,8 @@ impl Notice {
             | Self::ClaimCreated { name }
             | Self::ReleaseRequested { name }
             | Self::RoleSaved { name }
+            | Self::PoolSaved { name }
+            | Self::PoolDeleted { name }
             | Self::RoleDeleted { name } => {
                 locale.t_with(self.fluent_key(), &[("name", name.clone())])
             }
@@ -146,6 +155,7 @@ pub enum PageData {
     Authorize(AuthorizeView),
     Dashboard(DashboardView),
     Roles(RolesView),
+    Pools(PoolsView),
 }
 
 impl PageData {
@@ -345,4 +355,31 @@ pub struct RoleRow {
     pub grants: Vec<(String, String)>,
     /// Console users holding the role.
     pub holders: Vec<String>,
+}
+
+/// The Pools page (operators): every pool the person may list, and the form.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolsView {
+    pub pools: Vec<PoolForm>,
+    /// What the form shows: the pool being edited (`?edit=<ns>/<name>`), or defaults.
+    pub form: PoolForm,
+}
+
+/// A VirtualMachinePool's settings, as listed and as edited.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolForm {
+    pub namespace: String,
+    pub name: String,
+    pub warm_replicas: u32,
+    pub max_replicas: u32,
+    pub image_revision: String,
+    pub cpu: u32,
+    /// A Kubernetes quantity, e.g. `4Gi`.
+    pub memory: String,
+    pub image: String,
+    pub provider: String,
+    /// Ready / claimed / all members, when listed.
+    pub ready: u32,
+    pub claimed: u32,
+    pub total: u32,
 }

@@ -249,3 +249,24 @@ ttl-seconds = { $seconds ->
     [one] 1 second
    *[other] { $seconds } seconds
 }
+
+## Pools
+nav-pools = Pools
+pools-title = Pools
+pools-name = Name
+pools-namespace = Namespace
+pools-sizes = Size
+pools-size-line = warm { $warm }, max { $max } — { $ready } ready, { $claimed } claimed, { $total } in all
+pools-image = Image
+pools-revision = Image revision
+pools-warm = Warm (Ready, unclaimed)
+pools-max = Maximum
+pools-cpu = CPUs
+pools-memory = Memory (e.g. 4Gi)
+pools-provider = Provider
+pools-save = Save pool
+pools-form-title = Create or change a pool
+pools-delete-confirm = Delete this pool
+notice-pool-saved = Pool { $name } saved.
+notice-pool-deleted = Pool { $name } deleted; claimed sandboxes stay until released.
+error-invalid-pool = Check the pool: a namespace and a name (lowercase letters, digits, -), warm ≤ maximum, maximum ≥ 1, at least 1 CPU, and an image, revision, memory and provider.

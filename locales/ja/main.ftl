@@ -231,3 +231,24 @@ notice-role-saved = ロール { $name } を保存しました。
 notice-role-deleted = ロール { $name } を削除しました。
 error-invalid-role = カスタムロールには組み込みでない新しい名前 (小文字で始まり、英小文字・数字・- のみ) と、少なくとも 1 つの権限が必要です。
 ttl-seconds = { $seconds } 秒
+
+## Pools
+nav-pools = プール
+pools-title = プール
+pools-name = 名前
+pools-namespace = 名前空間
+pools-sizes = 規模
+pools-size-line = ウォーム { $warm }、上限 { $max } — 準備完了 { $ready }、使用中 { $claimed }、合計 { $total }
+pools-image = イメージ
+pools-revision = イメージのリビジョン
+pools-warm = ウォーム (準備完了・未使用)
+pools-max = 上限
+pools-cpu = CPU 数
+pools-memory = メモリ (例: 4Gi)
+pools-provider = プロバイダー
+pools-save = プールを保存
+pools-form-title = プールの作成・変更
+pools-delete-confirm = このプールを削除
+notice-pool-saved = プール { $name } を保存しました。
+notice-pool-deleted = プール { $name } を削除しました。使用中のサンドボックスは解放されるまで残ります。
+error-invalid-pool = プールを確認してください: 名前空間と名前 (英小文字・数字・-)、ウォーム ≤ 上限、上限 ≥ 1、CPU 1 以上、イメージ・リビジョン・メモリ・プロバイダー。

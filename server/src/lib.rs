@@ -15,6 +15,7 @@ mod middleware;
 mod oidc;
 pub mod operator;
 mod pages;
+mod pools;
 mod roles;
 pub mod routes;
 mod session;

@@ -15,7 +15,7 @@ use leptos::prelude::LeptosOptions;
 use crate::admin::UserAction;
 use crate::config::Config;
 use crate::kube_access::KubeAccess;
-use crate::{account, admin, claims, handlers, middleware, oidc, pages, roles, session};
+use crate::{account, admin, claims, handlers, middleware, oidc, pages, pools, roles, session};
 
 /// What every handler may use.
 #[derive(Clone)]
@@ -96,6 +96,8 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
         .route(paths::AUDIT, get(admin::audit_page))
         .route(paths::ROLES, get(roles::roles_page).post(roles::save_role))
         .route("/roles/{name}/delete", post(roles::delete_role))
+        .route(paths::POOLS, get(pools::pools_page).post(pools::save_pool))
+        .route("/pools/{namespace}/{name}/delete", post(pools::delete_pool))
         .route(endpoints::DISCOVERY, get(oidc::discovery))
         .route(endpoints::JWKS, get(oidc::jwks))
         .route(

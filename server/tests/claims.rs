@@ -251,3 +251,58 @@ async fn an_admin_creates_a_custom_role_that_changes_a_users_rights() {
     assert_eq!(taken.status, StatusCode::BAD_REQUEST);
     dev.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_manage_pools_and_developers_are_refused_by_kubernetes() {
+    let (app, dev) = TestApp::with_dev_cluster().await;
+    app.create_user("oscar", PASSWORD, &["operator"], false)
+        .await;
+    app.create_user("dave", PASSWORD, &["developer"], false)
+        .await;
+    let oscar = app.sign_in("oscar", PASSWORD).await;
+    let pool = |name: &'static str, max: &'static str| {
+        form(&[
+            ("namespace", "demo"),
+            ("name", name),
+            ("warm_replicas", "1"),
+            ("max_replicas", max),
+            ("image_revision", "r1"),
+            ("image", "banlieue/sandbox:r1"),
+            ("cpu", "1"),
+            ("memory", "2Gi"),
+            ("provider", "simulated"),
+        ])
+    };
+    let saved = app
+        .send(post_form("/pools", pool("small", "2"), Some(&oscar)))
+        .await;
+    assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.body);
+    let page = app.send(get("/pools?edit=demo/small", Some(&oscar))).await;
+    assert!(page.body.contains("data-pool=\"small\""), "listed");
+    assert!(
+        page.body.contains("value=\"banlieue/sandbox:r1\""),
+        "the edit form is filled"
+    );
+    let bad = app
+        .send(post_form("/pools", pool("small", "0"), Some(&oscar)))
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(
+        bad.body.contains("value=\"small\""),
+        "what was typed is kept"
+    );
+    let deleted = app
+        .send(post_form("/pools/demo/small/delete", "", Some(&oscar)))
+        .await;
+    assert_eq!(deleted.status, StatusCode::SEE_OTHER);
+    let page = app.send(get("/pools", Some(&oscar))).await;
+    assert!(!page.body.contains("data-pool=\"small\""));
+
+    let dave = app.sign_in("dave", PASSWORD).await;
+    let refused = app
+        .send(post_form("/pools", pool("mine", "2"), Some(&dave)))
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(refused.alert().unwrap().contains("console:dave"));
+    dev.shutdown().await;
+}

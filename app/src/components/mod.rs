@@ -126,6 +126,7 @@ pub fn AppHeader() -> impl IntoView {
     let state = page_state();
     let locale = state.locale;
     let is_admin = state.user.as_ref().is_some_and(|u| u.is_admin());
+    let is_operator = state.user.as_ref().is_some_and(|u| u.is_operator());
     // While the password must change, every other page redirects back: offer none.
     let navigable = state.user.as_ref().is_some_and(|u| !u.must_change_password);
     let who = state
@@ -145,6 +146,14 @@ pub fn AppHeader() -> impl IntoView {
                             <a href=paths::DASHBOARD.to_owned() class="hover:underline">
                                 {locale.t("nav-dashboard")}
                             </a>
+                            {is_operator
+                                .then(|| {
+                                    view! {
+                                        <a href=paths::POOLS.to_owned() class="hover:underline">
+                                            {locale.t("nav-pools")}
+                                        </a>
+                                    }
+                                })}
                             {is_admin
                                 .then(|| {
                                     view! {

@@ -1,0 +1,101 @@
+use leptos::prelude::*;
+
+use super::{DANGER_BUTTON, INPUT_CLASS, PRIMARY_BUTTON, SECONDARY_BUTTON};
+use crate::components::{AppHeader, Messages};
+use crate::{PageData, page_state, paths};
+
+/// Pools (operators, SPEC §5): every pool with its counts, and a form to create or change
+/// one (warm, max, image revision, template, provider); delete. Written as the person, so
+/// Kubernetes RBAC decides.
+#[component]
+pub fn Pools() -> impl IntoView {
+    let state = page_state();
+    let locale = state.locale;
+    let view = match state.data {
+        PageData::Pools(view) => view,
+        _ => Default::default(),
+    };
+    let form = view.form;
+    let typed = |field: &str, stored: String| {
+        state
+            .feedback
+            .as_ref()
+            .and_then(|f| f.values.get(field).cloned())
+            .unwrap_or(stored)
+    };
+    let th = "px-3 py-2 text-left font-medium";
+    let card = "rounded-2xl border border-slate-200 bg-white p-6 shadow-sm dark:border-slate-800 dark:bg-slate-900";
+    let field = move |name: &'static str, label: String, value: String, kind: &'static str| {
+        view! {
+            <label class="block text-sm font-medium">
+                {label}
+                <input class=INPUT_CLASS type=kind name=name value=value required />
+            </label>
+        }
+    };
+    view! {
+        <AppHeader />
+        <main class="mx-auto max-w-5xl space-y-8 px-4 py-8">
+            <h1 class="text-2xl font-semibold tracking-tight">{locale.t("pools-title")}</h1>
+            <Messages />
+            <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
+                <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="pools-table">
+                    <thead class="bg-slate-100 dark:bg-slate-900">
+                        <tr>
+                            <th class=th scope="col">{locale.t("pools-name")}</th>
+                            <th class=th scope="col">{locale.t("pools-sizes")}</th>
+                            <th class=th scope="col">{locale.t("pools-image")}</th>
+                            <th class=th scope="col"><span class="sr-only">{locale.t("roles-actions")}</span></th>
+                        </tr>
+                    </thead>
+                    <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
+                        {view.pools.into_iter().map(|pool| {
+                            let edit = format!("{}?edit={}/{}", paths::POOLS, pool.namespace, pool.name);
+                            let delete = format!("{}/{}/{}/delete", paths::POOLS, pool.namespace, pool.name);
+                            let sizes = locale.t_with("pools-size-line", &[
+                                ("warm", pool.warm_replicas.to_string()),
+                                ("max", pool.max_replicas.to_string()),
+                                ("ready", pool.ready.to_string()),
+                                ("claimed", pool.claimed.to_string()),
+                                ("total", pool.total.to_string()),
+                            ]);
+                            view! {
+                                <tr data-pool=pool.name.clone()>
+                                    <td class="px-3 py-2"><span class="font-medium">{pool.name.clone()}</span><br /><span class="text-xs text-slate-500">{pool.namespace.clone()}</span></td>
+                                    <td class="px-3 py-2">{sizes}</td>
+                                    <td class="px-3 py-2 text-xs">{format!("{} · {} · {} CPU · {}", pool.image, pool.image_revision, pool.cpu, pool.memory)}</td>
+                                    <td class="px-3 py-2 text-right">
+                                        <a href=edit class=SECONDARY_BUTTON>{locale.t("roles-edit")}</a>
+                                        <details class="mt-2">
+                                            <summary class="cursor-pointer text-xs">{locale.t("roles-delete")}</summary>
+                                            <form method="post" action=delete class="mt-2">
+                                                <button type="submit" class=DANGER_BUTTON>{locale.t("pools-delete-confirm")}</button>
+                                            </form>
+                                        </details>
+                                    </td>
+                                </tr>
+                            }
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+            <section class=card aria-labelledby="pool-form">
+                <h2 id="pool-form" class="mb-4 text-lg font-semibold">{locale.t("pools-form-title")}</h2>
+                <form method="post" action=paths::POOLS class="grid gap-4 sm:grid-cols-2">
+                    {field("namespace", locale.t("pools-namespace"), typed("namespace", form.namespace), "text")}
+                    {field("name", locale.t("pools-name"), typed("name", form.name), "text")}
+                    {field("warm_replicas", locale.t("pools-warm"), typed("warm_replicas", form.warm_replicas.to_string()), "number")}
+                    {field("max_replicas", locale.t("pools-max"), typed("max_replicas", form.max_replicas.to_string()), "number")}
+                    {field("image_revision", locale.t("pools-revision"), typed("image_revision", form.image_revision), "text")}
+                    {field("image", locale.t("pools-image"), typed("image", form.image), "text")}
+                    {field("cpu", locale.t("pools-cpu"), typed("cpu", form.cpu.to_string()), "number")}
+                    {field("memory", locale.t("pools-memory"), typed("memory", form.memory), "text")}
+                    {field("provider", locale.t("pools-provider"), typed("provider", form.provider), "text")}
+                    <div class="sm:col-span-2">
+                        <button type="submit" class=PRIMARY_BUTTON>{locale.t("pools-save")}</button>
+                    </div>
+                </form>
+            </section>
+        </main>
+    }
+}
