@@ -52,9 +52,11 @@ pub async fn roles_page(State(app): State<AppState>, request: Request) -> Respon
 
 /// `POST /roles` with `name` and `grant.<resource>.<verb>` checkboxes: creates or replaces
 /// the custom role (ClusterRole `console-role-<name>` labelled with its name, bound to the
-/// group `console:<name>`), by server-side apply as the admin.
+/// group `console:<name>`), by server-side apply as the admin, who then holds the role and
+/// so may grant it to others.
 pub async fn save_role(State(app): State<AppState>, request: Request) -> Response {
     let (state, user) = signed_in(&request);
+    let (_, actor) = crate::admin::context(&request);
     let form = match Form::read(request.into_body()).await {
         Ok(form) => form,
         Err(error) => return render(&app, state, &user, None, None, Some(error)).await,
@@ -129,7 +131,11 @@ pub async fn save_role(State(app): State<AppState>, request: Request) -> Respons
             .await
     };
     match applied.await {
-        Ok(_) => back("saved", name.as_str()),
+        Ok(_) => match app.accounts.adopt_created_role(&actor, &name).await {
+            // The author holds the role, so they may grant it (SPEC §5).
+            Ok(_) => back("saved", name.as_str()),
+            Err(error) => internal_error(state.locale, &anyhow::anyhow!(error)),
+        },
         Err(error) => {
             let mut state = state;
             state.feedback = None;

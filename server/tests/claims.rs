@@ -224,8 +224,37 @@ async fn an_admin_creates_a_custom_role_that_changes_a_users_rights() {
         row.contains("list, create — virtualmachineclaims (banlieue.io)"),
         "{row}"
     );
-    assert!(row.contains(">bob<"), "its holder: {row}");
+    assert!(row.contains(">ada, bob<"), "its author and its holder: {row}");
     assert!(may_claim(&app.send(get("/account", Some(&bob))).await.body));
+
+    // Its author holds it now, so she may grant it on a user's page.
+    let carl = app
+        .create_user("carl", PASSWORD, &["developer"], false)
+        .await;
+    let granted = app
+        .send(post_form(
+            "/users/carl",
+            form(&[
+                ("display_name", ""),
+                ("email", ""),
+                ("roles", "developer claimer"),
+                ("version", &carl.version.to_string()),
+            ]),
+            Some(&admin),
+        ))
+        .await;
+    assert!(
+        granted.status.is_success() || granted.status.is_redirection(),
+        "{}",
+        granted.body
+    );
+    let carl = app
+        .store()
+        .user_by_name(&banlieue_domain::UserName::parse("carl").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(carl.roles.contains("claimer"), "{:?}", carl.roles);
 
     let deleted = app
         .send(post_form("/roles/claimer/delete", "", Some(&admin)))

@@ -184,6 +184,48 @@ impl Accounts {
     }
 
     /// Replaces display name, e-mail and roles, if the user is still at `version`.
+    /// An admin who created the custom role `role` (as a Kubernetes ClusterRole) takes it
+    /// as their own, so that — holding it — they may grant it (SPEC §5: nobody grants a
+    /// role they don't hold). Kubernetes already checked that the role's rules are within
+    /// the admin's own rights. Audited as `role.create`.
+    /// Errors: [`AdminError::Forbidden`] for anyone but an admin; store errors.
+    pub async fn adopt_created_role(
+        &self,
+        actor: &Actor,
+        role: &RoleName,
+    ) -> Result<UserRecord, AdminError> {
+        require_admin(actor)?;
+        let Actor::User { user, .. } = actor else {
+            return Err(AdminError::Forbidden);
+        };
+        let current = self
+            .store()
+            .user_by_id(user.id)
+            .await?
+            .ok_or(AdminError::Forbidden)?;
+        if current.roles.contains(role.as_str()) {
+            return Ok(current);
+        }
+        let mut roles: Vec<RoleName> = current.roles.iter().cloned().collect();
+        roles.push(role.clone());
+        let roles = banlieue_domain::Roles::new(roles).map_err(AdminError::InvalidRoles)?;
+        let result = self
+            .store()
+            .update_user(
+                current.id,
+                current.version,
+                &current.display_name,
+                &current.email,
+                &roles,
+                OffsetDateTime::now_utc(),
+            )
+            .await;
+        self.forget(current.id);
+        self.audit_result(actor, "role.create", role.as_str(), &result)
+            .await;
+        Ok(result?)
+    }
+
     pub async fn update_user(
         &self,
         actor: &Actor,
