@@ -224,7 +224,10 @@ async fn an_admin_creates_a_custom_role_that_changes_a_users_rights() {
         row.contains("list, create — virtualmachineclaims (banlieue.io)"),
         "{row}"
     );
-    assert!(row.contains(">ada, bob<"), "its author and its holder: {row}");
+    assert!(
+        row.contains(">ada, bob<"),
+        "its author and its holder: {row}"
+    );
     assert!(may_claim(&app.send(get("/account", Some(&bob))).await.body));
 
     // Its author holds it now, so she may grant it on a user's page.
