@@ -101,6 +101,18 @@ pub async fn create_claim(State(app): State<AppState>, request: Request) -> Resp
         },
         status: None,
     };
+    // Only a pool the person can see: a claim for a pool that does not exist would wait
+    // forever.
+    match Api::<VirtualMachinePool>::namespaced(client.clone(), namespace)
+        .get_opt(pool)
+        .await
+    {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return render(&app, state, &user, None, Some(AppError::InvalidClaim)).await;
+        }
+        Err(error) => return render(&app, state, &user, None, Some(refusal(error))).await,
+    }
     let created = Api::<VirtualMachineClaim>::namespaced(client, namespace)
         .create(&PostParams::default(), &claim)
         .await;

@@ -31,12 +31,13 @@ const CRDS: [&str; 3] = [
     include_str!("../../charts/banlieue-console/crds/virtualmachines.banlieue.io.yaml"),
     include_str!("../../charts/banlieue-console/crds/virtualmachineclaims.banlieue.io.yaml"),
 ];
-const TEMPLATES: [&str; 5] = [
+const TEMPLATES: [&str; 6] = [
     include_str!("../../charts/banlieue-console/templates/console-roles.yaml"),
     include_str!("../../charts/banlieue-console/templates/console-impersonation.yaml"),
     include_str!("../../charts/banlieue-console/templates/controllers-rbac.yaml"),
     include_str!("../../charts/banlieue-console/templates/claim-subject-params.yaml"),
     include_str!("../../charts/banlieue-console/templates/claim-subject-policy.yaml"),
+    include_str!("../../charts/banlieue-console/templates/claim-release-policy.yaml"),
 ];
 
 /// The running demo cluster.
@@ -133,8 +134,20 @@ fn console_token(dir: &Path) -> anyhow::Result<String> {
         return Ok(token.trim().to_owned());
     }
     let token = crate::middleware::correlation_id() + &crate::middleware::correlation_id();
-    std::fs::write(&path, &token).with_context(|| format!("cannot write {}", path.display()))?;
+    write_private(&path, &token).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(token)
+}
+
+/// Writes `text` to a new file only its owner may read (mode 0600).
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(text.as_bytes())
 }
 
 async fn kubeconfig_config(yaml: &str) -> anyhow::Result<kube::Config> {
@@ -159,8 +172,13 @@ async fn apply_chart(admin: &kube::Client, issuer_url: &str) -> anyhow::Result<(
     Ok(())
 }
 
+/// Creates the demo pool once; a restart keeps what people changed since.
 async fn apply_demo_pool(admin: &kube::Client) -> anyhow::Result<()> {
     ensure_namespace(admin, DEMO_NAMESPACE).await?;
+    let pools = Api::<cluster::crd::VirtualMachinePool>::namespaced(admin.clone(), DEMO_NAMESPACE);
+    if pools.get_opt("sandbox").await?.is_some() {
+        return Ok(());
+    }
     apply_documents(
         admin,
         "apiVersion: banlieue.io/v1alpha1

@@ -84,6 +84,24 @@ async fn a_developer_claims_a_sandbox_sees_it_bound_and_releases_it() {
         .expect("All sandboxes");
     assert!(all.contains(&name) && all.contains(">alice<"), "{all}");
 
+    // Another developer may not release it: the release policy names who may.
+    app.create_user("dave", PASSWORD, &["developer"], false)
+        .await;
+    let dave = app.sign_in("dave", PASSWORD).await;
+    let refused = app
+        .send(post_form(
+            &format!("/claims/demo/{name}/release"),
+            "",
+            Some(&dave),
+        ))
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(
+        refused.alert().unwrap().contains("may release"),
+        "{}",
+        refused.body
+    );
+
     let released = app
         .send(post_form(
             &format!("/claims/demo/{name}/release"),
@@ -147,6 +165,18 @@ async fn a_claim_form_with_a_lifetime_not_offered_is_refused() {
         ))
         .await;
     assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    let nowhere = app
+        .send(post_form(
+            "/claims",
+            form(&[
+                ("namespace", "demo"),
+                ("pool", "nope"),
+                ("ttl_seconds", "900"),
+            ]),
+            Some(&cookie),
+        ))
+        .await;
+    assert_eq!(nowhere.status, StatusCode::BAD_REQUEST, "no such pool");
     dev.shutdown().await;
 }
 

@@ -56,8 +56,10 @@ pub const CLAIM_FINALIZER: &str = "banlieue.io/claim-protection";
 #[serde(rename_all = "camelCase")]
 pub struct VirtualMachinePoolSpec {
     /// How many Ready, unclaimed members to keep.
+    #[schemars(range(max = 10_000))]
     pub warm_replicas: u32,
     /// Upper bound on members, counting claimed, provisioning and terminating ones.
+    #[schemars(range(max = 10_000))]
     pub max_replicas: u32,
     /// The image revision new members run; unclaimed members of another revision are
     /// replaced.
@@ -77,6 +79,7 @@ pub struct VirtualMachinePoolSpec {
 #[serde(rename_all = "camelCase")]
 pub struct VirtualMachineTemplate {
     /// Virtual CPUs.
+    #[schemars(range(min = 1, max = 1_024))]
     pub cpu: u32,
     /// Memory as a Kubernetes quantity, e.g. `4Gi`.
     pub memory: String,
@@ -213,7 +216,8 @@ pub struct VirtualMachineClaimSpec {
     /// Name of the `VirtualMachinePool` in the claim's namespace. Immutable (admission).
     pub pool_ref: String,
     /// Lifetime in seconds, counted from the bind instant, never extended. Immutable.
-    #[schemars(range(min = 1))]
+    /// At most 30 days (2,592,000 s): sandboxes are short-lived.
+    #[schemars(range(min = 1, max = 2_592_000))]
     pub ttl_seconds: u32,
     /// Whom the sandbox is handed to. Immutable; checked against the caller at creation.
     pub subject: ClaimSubject,
