@@ -62,6 +62,7 @@ fn to_dashboard(key: &str, name: &str) -> Response {
 /// which the admission policy checks against the caller).
 pub async fn create_claim(State(app): State<AppState>, request: Request) -> Response {
     let (state, user) = signed_in(&request);
+    let source = crate::middleware::client_ip(request.extensions());
     let form = match Form::read(request.into_body()).await {
         Ok(form) => form,
         Err(error) => return render(&app, state, &user, None, Some(error)).await,
@@ -117,7 +118,19 @@ pub async fn create_claim(State(app): State<AppState>, request: Request) -> Resp
         .create(&PostParams::default(), &claim)
         .await;
     match created {
-        Ok(created) => to_dashboard("claimed", &created.name_any()),
+        Ok(created) => {
+            let target = format!("{namespace}/{}", created.name_any());
+            app.accounts
+                .audit(
+                    user.name.as_str(),
+                    "claim.create",
+                    &target,
+                    source,
+                    "success",
+                )
+                .await;
+            to_dashboard("claimed", &created.name_any())
+        }
         Err(error) => render(&app, state, &user, None, Some(refusal(error))).await,
     }
 }
@@ -130,6 +143,7 @@ pub async fn release_claim(
     request: Request,
 ) -> Response {
     let (state, user) = signed_in(&request);
+    let source = crate::middleware::client_ip(request.extensions());
     let Some(client) = user_client(&app, &user) else {
         return render(
             &app,
@@ -144,7 +158,19 @@ pub async fn release_claim(
         .delete(&name, &DeleteParams::default())
         .await;
     match deleted {
-        Ok(_) => to_dashboard("released", &name),
+        Ok(_) => {
+            let target = format!("{namespace}/{name}");
+            app.accounts
+                .audit(
+                    user.name.as_str(),
+                    "claim.release",
+                    &target,
+                    source,
+                    "success",
+                )
+                .await;
+            to_dashboard("released", &name)
+        }
         Err(error) => render(&app, state, &user, None, Some(refusal(error))).await,
     }
 }

@@ -40,6 +40,7 @@ pub async fn pools_page(State(app): State<AppState>, request: Request) -> Respon
 /// `POST /pools`: creates or changes a pool (server-side apply as the person).
 pub async fn save_pool(State(app): State<AppState>, request: Request) -> Response {
     let (state, user) = signed_in(&request);
+    let source = crate::middleware::client_ip(request.extensions());
     let form = match Form::read(request.into_body()).await {
         Ok(form) => form,
         Err(error) => return render(&app, state, &user, None, None, Some((error, None))).await,
@@ -73,7 +74,13 @@ pub async fn save_pool(State(app): State<AppState>, request: Request) -> Respons
         )
         .await;
     match applied {
-        Ok(_) => Redirect::to(&format!("{}?saved={name}", paths::POOLS)).into_response(),
+        Ok(_) => {
+            let target = format!("{namespace}/{name}");
+            app.accounts
+                .audit(user.name.as_str(), "pool.save", &target, source, "success")
+                .await;
+            Redirect::to(&format!("{}?saved={name}", paths::POOLS)).into_response()
+        }
         Err(error) => {
             render(
                 &app,
@@ -96,6 +103,7 @@ pub async fn delete_pool(
     request: Request,
 ) -> Response {
     let (state, user) = signed_in(&request);
+    let source = crate::middleware::client_ip(request.extensions());
     let Some(client) = user_client(&app, &user) else {
         return error_page(state.locale, &AppError::NoClusterConfigured);
     };
@@ -103,7 +111,19 @@ pub async fn delete_pool(
         .delete(&name, &DeleteParams::default())
         .await;
     match deleted {
-        Ok(_) => Redirect::to(&format!("{}?deleted={name}", paths::POOLS)).into_response(),
+        Ok(_) => {
+            let target = format!("{namespace}/{name}");
+            app.accounts
+                .audit(
+                    user.name.as_str(),
+                    "pool.delete",
+                    &target,
+                    source,
+                    "success",
+                )
+                .await;
+            Redirect::to(&format!("{}?deleted={name}", paths::POOLS)).into_response()
+        }
         Err(error) => render(&app, state, &user, None, None, Some((refusal(error), None))).await,
     }
 }

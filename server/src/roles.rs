@@ -144,13 +144,15 @@ pub async fn save_role(State(app): State<AppState>, request: Request) -> Respons
     }
 }
 
-/// `POST /roles/{name}/delete`: deletes the custom role and its binding as the admin.
+/// `POST /roles/{name}/delete`: deletes the custom role and its binding as the admin, then
+/// takes the role from everyone who held it.
 pub async fn delete_role(
     State(app): State<AppState>,
     Path(name): Path<String>,
     request: Request,
 ) -> Response {
     let (state, user) = signed_in(&request);
+    let (_, actor) = crate::admin::context(&request);
     let Ok(name) = RoleName::parse(&name) else {
         return error_page(state.locale, &AppError::NotFound);
     };
@@ -167,7 +169,10 @@ pub async fn delete_role(
             .await
     };
     match deleted.await {
-        Ok(_) => back("deleted", name.as_str()),
+        Ok(_) => match app.accounts.forget_deleted_role(&actor, &name).await {
+            Ok(_) => back("deleted", name.as_str()),
+            Err(error) => internal_error(state.locale, &anyhow::anyhow!(error)),
+        },
         Err(error) => render(&app, state, &user, None, None, Some(refusal(error))).await,
     }
 }

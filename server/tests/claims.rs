@@ -111,6 +111,15 @@ async fn a_developer_claims_a_sandbox_sees_it_bound_and_releases_it() {
         .await;
     assert_eq!(released.status, StatusCode::SEE_OTHER, "{}", released.body);
     dashboard_until(&app, &cookie, |b| !b.contains(&name)).await;
+    let events = app.store().recent_audit(50).await.unwrap();
+    for action in ["claim.create", "claim.release"] {
+        assert!(
+            events.iter().any(|e| e.action == action
+                && e.actor == "alice"
+                && e.target == format!("demo/{name}")),
+            "{action} audited: {events:?}"
+        );
+    }
     dev.shutdown().await;
 }
 

@@ -404,6 +404,11 @@ impl Accounts {
     }
 
     /// Drops the cached copy of a user after this process changed it.
+    /// Drops every cached user (a change that touched many).
+    pub fn forget_all(&self) {
+        self.cache_lock().clear();
+    }
+
     pub fn forget(&self, user_id: i64) {
         self.cache_lock().remove(&user_id);
     }

@@ -226,6 +226,33 @@ impl Accounts {
         Ok(result?)
     }
 
+    /// After the custom role's ClusterRole was deleted: nobody holds it any more (so a
+    /// new role of the same name grants nothing by surprise). Admins only; audited as
+    /// `role.delete` with how many users lost it.
+    pub async fn forget_deleted_role(
+        &self,
+        actor: &Actor,
+        role: &RoleName,
+    ) -> Result<u64, AdminError> {
+        require_admin(actor)?;
+        let result = self
+            .store()
+            .remove_role_from_all(role.as_str(), OffsetDateTime::now_utc())
+            .await;
+        if let Ok(count) = &result {
+            self.audit_detail(
+                actor,
+                "role.delete",
+                role.as_str(),
+                "success",
+                &format!("{count} holders"),
+            )
+            .await;
+        }
+        self.forget_all();
+        Ok(result?)
+    }
+
     pub async fn update_user(
         &self,
         actor: &Actor,

@@ -557,3 +557,33 @@ impl Store {
         .await?)
     }
 }
+
+impl Store {
+    /// Takes `role` from every user who holds it (its ClusterRole was deleted), bumping
+    /// their version; returns how many users lost it.
+    pub async fn remove_role_from_all(
+        &self,
+        role: &str,
+        now: OffsetDateTime,
+    ) -> Result<u64, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let mut tx = self.begin_write(&mut conn).await?;
+        let result = async {
+            sqlx::query(
+                "UPDATE users SET version = version + 1, updated_ms = $1 \
+                 WHERE id IN (SELECT user_id FROM user_roles WHERE role = $2)",
+            )
+            .bind(to_millis(now))
+            .bind(role)
+            .execute(&mut *tx)
+            .await?;
+            let done = sqlx::query("DELETE FROM user_roles WHERE role = $1")
+                .bind(role)
+                .execute(&mut *tx)
+                .await?;
+            Ok(done.rows_affected())
+        }
+        .await;
+        finish(tx, result).await
+    }
+}

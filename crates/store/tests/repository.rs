@@ -630,3 +630,34 @@ on_both_backends!(
     oidc_codes_and_refresh_tokens_works,
     oidc_codes_and_refresh_tokens
 );
+
+async fn a_deleted_role_leaves_every_holder(store: Store) {
+    let now = OffsetDateTime::now_utc();
+    let a = store
+        .create_user(&new_user("holder-a", &["developer", "claimer"]), "phc", now)
+        .await
+        .unwrap();
+    store
+        .create_user(&new_user("holder-b", &["claimer"]), "phc", now)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.user_names_with_role("claimer").await.unwrap(),
+        ["holder-a", "holder-b"]
+    );
+    assert_eq!(store.remove_role_from_all("claimer", now).await.unwrap(), 2);
+    assert!(
+        store
+            .user_names_with_role("claimer")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let a_now = store.user_by_id(a.id).await.unwrap().unwrap();
+    assert!(a_now.roles.contains("developer") && !a_now.roles.contains("claimer"));
+    assert_eq!(a_now.version, a.version + 1, "a concurrent edit conflicts");
+}
+on_both_backends!(
+    a_deleted_role_leaves_every_holder_works,
+    a_deleted_role_leaves_every_holder
+);
