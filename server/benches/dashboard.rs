@@ -7,10 +7,10 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use cluster::crd::{ClaimSubject, VirtualMachineClaim, VirtualMachineClaimSpec};
+use cluster::crd::VirtualMachineClaim;
 use criterion::{Criterion, criterion_group, criterion_main};
 use kube::Api;
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::PostParams;
 use support::{TestApp, get};
 
 fn dashboard(c: &mut Criterion) {
@@ -23,21 +23,7 @@ fn dashboard(c: &mut Criterion) {
         let client = dev.access.as_user(&alice).unwrap();
         let claims = Api::<VirtualMachineClaim>::namespaced(client, "demo");
         for i in 0..1_000 {
-            let claim = VirtualMachineClaim {
-                metadata: ObjectMeta {
-                    name: Some(format!("alice-{i:04}")),
-                    ..ObjectMeta::default()
-                },
-                spec: VirtualMachineClaimSpec {
-                    pool_ref: "sandbox".into(),
-                    ttl_seconds: 3600,
-                    subject: ClaimSubject {
-                        issuer: "http://127.0.0.1:3000".into(),
-                        id: "alice".into(),
-                    },
-                },
-                status: None,
-            };
+            let claim = TestApp::claim_for(&format!("alice-{i:04}"), "alice");
             claims.create(&PostParams::default(), &claim).await.unwrap();
         }
         let cookie = app.sign_in("alice", "correct horse battery").await;

@@ -11,11 +11,11 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use cluster::crd::{ClaimSubject, VirtualMachineClaim, VirtualMachineClaimSpec};
+use cluster::crd::VirtualMachineClaim;
 use futures::StreamExt;
 use http_body_util::BodyExt;
 use kube::Api;
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use support::{TestApp, get};
 use tower::ServiceExt;
@@ -59,21 +59,7 @@ async fn measure() -> Vec<Duration> {
     let mut latencies = Vec::with_capacity(ROUNDS);
     for round in 0..ROUNDS {
         let name = format!("alice-live-{round}");
-        let claim = VirtualMachineClaim {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                ..ObjectMeta::default()
-            },
-            spec: VirtualMachineClaimSpec {
-                pool_ref: "sandbox".into(),
-                ttl_seconds: 3600,
-                subject: ClaimSubject {
-                    issuer: "http://127.0.0.1:3000".into(),
-                    id: "alice".into(),
-                },
-            },
-            status: None,
-        };
+        let claim = TestApp::claim_for(&name, "alice");
         claims.create(&PostParams::default(), &claim).await.unwrap();
         // When the cluster says Bound (a watch of our own), then when the page hears it.
         let bound_in_cluster = {

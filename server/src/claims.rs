@@ -119,17 +119,9 @@ pub async fn create_claim(State(app): State<AppState>, request: Request) -> Resp
         .await;
     match created {
         Ok(created) => {
-            let target = format!("{namespace}/{}", created.name_any());
-            app.accounts
-                .audit(
-                    user.name.as_str(),
-                    "claim.create",
-                    &target,
-                    source,
-                    "success",
-                )
-                .await;
-            to_dashboard("claimed", &created.name_any())
+            let name = created.name_any();
+            audit_success(&app, &user, "claim.create", namespace, &name, source).await;
+            to_dashboard("claimed", &name)
         }
         Err(error) => render(&app, state, &user, None, Some(refusal(error))).await,
     }
@@ -159,16 +151,7 @@ pub async fn release_claim(
         .await;
     match deleted {
         Ok(_) => {
-            let target = format!("{namespace}/{name}");
-            app.accounts
-                .audit(
-                    user.name.as_str(),
-                    "claim.release",
-                    &target,
-                    source,
-                    "success",
-                )
-                .await;
+            audit_success(&app, &user, "claim.release", &namespace, &name, source).await;
             to_dashboard("released", &name)
         }
         Err(error) => render(&app, state, &user, None, Some(refusal(error))).await,
@@ -342,6 +325,21 @@ fn claim_row(claim: &VirtualMachineClaim, now: OffsetDateTime) -> ClaimRow {
         remaining_secs: expires.map(|at| (at - now).whole_seconds().max(0)),
         addresses: status.addresses.iter().map(|a| a.address.clone()).collect(),
     }
+}
+
+/// Records that `user` did `action` to the object `namespace/name`.
+pub(crate) async fn audit_success(
+    app: &AppState,
+    user: &UserRecord,
+    action: &str,
+    namespace: &str,
+    name: &str,
+    source: std::net::IpAddr,
+) {
+    let target = format!("{namespace}/{name}");
+    app.accounts
+        .audit(user.name.as_str(), action, &target, source, "success")
+        .await;
 }
 
 /// SelfSubjectAccessReview: may the person create claims in `namespace`?

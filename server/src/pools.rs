@@ -12,7 +12,7 @@ use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
 use crate::AppState;
-use crate::claims::{refusal, user_client};
+use crate::claims::{audit_success, refusal, user_client};
 use crate::form::Form;
 use crate::middleware::{error_page, signed_in};
 use crate::pages;
@@ -75,10 +75,7 @@ pub async fn save_pool(State(app): State<AppState>, request: Request) -> Respons
         .await;
     match applied {
         Ok(_) => {
-            let target = format!("{namespace}/{name}");
-            app.accounts
-                .audit(user.name.as_str(), "pool.save", &target, source, "success")
-                .await;
+            audit_success(&app, &user, "pool.save", &namespace, &name, source).await;
             Redirect::to(&format!("{}?saved={name}", paths::POOLS)).into_response()
         }
         Err(error) => {
@@ -112,16 +109,7 @@ pub async fn delete_pool(
         .await;
     match deleted {
         Ok(_) => {
-            let target = format!("{namespace}/{name}");
-            app.accounts
-                .audit(
-                    user.name.as_str(),
-                    "pool.delete",
-                    &target,
-                    source,
-                    "success",
-                )
-                .await;
+            audit_success(&app, &user, "pool.delete", &namespace, &name, source).await;
             Redirect::to(&format!("{}?deleted={name}", paths::POOLS)).into_response()
         }
         Err(error) => render(&app, state, &user, None, None, Some((refusal(error), None))).await,

@@ -9,6 +9,11 @@ use support::{TestApp, form, get, post_form};
 
 const PASSWORD: &str = "correct horse battery";
 
+/// The dashboard's claim form for `pool` in `demo`, lasting `ttl` seconds.
+fn claim_form(pool: &str, ttl: &str) -> String {
+    form(&[("namespace", "demo"), ("pool", pool), ("ttl_seconds", ttl)])
+}
+
 /// Reloads the dashboard until `done` holds for its HTML (the controllers work in the
 /// background); fails after a generous bound.
 async fn dashboard_until(app: &TestApp, cookie: &str, done: impl Fn(&str) -> bool) -> String {
@@ -40,11 +45,7 @@ async fn a_developer_claims_a_sandbox_sees_it_bound_and_releases_it() {
     let claimed = app
         .send(post_form(
             "/claims",
-            form(&[
-                ("namespace", "demo"),
-                ("pool", "sandbox"),
-                ("ttl_seconds", "900"),
-            ]),
+            claim_form("sandbox", "900"),
             Some(&cookie),
         ))
         .await;
@@ -138,11 +139,7 @@ async fn a_viewer_sees_pools_but_kubernetes_refuses_a_forged_claim() {
     let forged = app
         .send(post_form(
             "/claims",
-            form(&[
-                ("namespace", "demo"),
-                ("pool", "sandbox"),
-                ("ttl_seconds", "900"),
-            ]),
+            claim_form("sandbox", "900"),
             Some(&cookie),
         ))
         .await;
@@ -165,11 +162,7 @@ async fn a_claim_form_with_a_lifetime_not_offered_is_refused() {
     let refused = app
         .send(post_form(
             "/claims",
-            form(&[
-                ("namespace", "demo"),
-                ("pool", "sandbox"),
-                ("ttl_seconds", "999999"),
-            ]),
+            claim_form("sandbox", "999999"),
             Some(&cookie),
         ))
         .await;
@@ -177,11 +170,7 @@ async fn a_claim_form_with_a_lifetime_not_offered_is_refused() {
     let nowhere = app
         .send(post_form(
             "/claims",
-            form(&[
-                ("namespace", "demo"),
-                ("pool", "nope"),
-                ("ttl_seconds", "900"),
-            ]),
+            claim_form("nope", "900"),
             Some(&cookie),
         ))
         .await;
@@ -290,12 +279,7 @@ async fn an_admin_creates_a_custom_role_that_changes_a_users_rights() {
         "{}",
         granted.body
     );
-    let carl = app
-        .store()
-        .user_by_name(&banlieue_domain::UserName::parse("carl").unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let carl = app.user("carl").await;
     assert!(carl.roles.contains("claimer"), "{:?}", carl.roles);
 
     let deleted = app

@@ -369,13 +369,7 @@ async fn a_code_works_once_and_its_replay_revokes_what_it_issued() {
 #[tokio::test]
 async fn an_expired_code_is_refused() {
     let fx = Fixture::new().await;
-    let alice = fx
-        .app
-        .store()
-        .user_by_name(&banlieue_domain::UserName::parse("alice").unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let alice = fx.app.user("alice").await;
     let now = OffsetDateTime::now_utc();
     // A code issued 61 s ago, stored as the issuer stores codes (SHA-256, hex).
     let code = "an-aged-code";
@@ -485,13 +479,7 @@ async fn refresh_rotates_with_a_short_grace_and_reuse_revokes_the_family() {
 #[tokio::test]
 async fn refresh_dies_with_disable_password_change_and_sign_out_everywhere() {
     let fx = Fixture::new().await;
-    let alice = fx
-        .app
-        .store()
-        .user_by_name(&banlieue_domain::UserName::parse("alice").unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let alice = fx.app.user("alice").await;
 
     let tokens = fx.tokens().await;
     fx.app
@@ -508,13 +496,7 @@ async fn refresh_dies_with_disable_password_change_and_sign_out_everywhere() {
         .unwrap();
 
     let fx = Fixture::new().await;
-    let alice = fx
-        .app
-        .store()
-        .user_by_name(&banlieue_domain::UserName::parse("alice").unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let alice = fx.app.user("alice").await;
     let tokens = fx.tokens().await;
     fx.app
         .store()

@@ -208,6 +208,35 @@ impl TestApp {
             .unwrap()
     }
 
+    /// The stored user `name` (which must exist).
+    pub async fn user(&self, name: &str) -> UserRecord {
+        self.store()
+            .user_by_name(&UserName::parse(name).unwrap())
+            .await
+            .unwrap()
+            .expect("the user exists")
+    }
+
+    /// A VirtualMachineClaim `name` in pool `sandbox` for `subject` of this console's
+    /// issuer, lasting an hour.
+    pub fn claim_for(name: &str, subject: &str) -> cluster::crd::VirtualMachineClaim {
+        cluster::crd::VirtualMachineClaim {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: cluster::crd::VirtualMachineClaimSpec {
+                pool_ref: "sandbox".into(),
+                ttl_seconds: 3600,
+                subject: cluster::crd::ClaimSubject {
+                    issuer: "http://127.0.0.1:3000".into(),
+                    id: subject.into(),
+                },
+            },
+            status: None,
+        }
+    }
+
     pub async fn send(&self, request: Request<Body>) -> TestResponse {
         let response = self.router.clone().oneshot(request).await.unwrap();
         let status = response.status();
