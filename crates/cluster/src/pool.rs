@@ -77,6 +77,8 @@ pub async fn reconcile_pool(
     let mut stuck = 0u32;
     let mut failed = 0u32;
     let mut outdated = Vec::new();
+    let mut ready_members = Vec::new();
+    let mut terminating = 0u32;
     let mut next_wake = ctx.resync;
     for vm in &members {
         let phase = member_phase(vm.status.as_ref().and_then(|s| s.phase.as_deref()));
@@ -85,6 +87,7 @@ pub async fn reconcile_pool(
             continue;
         }
         if vm.metadata.deletion_timestamp.is_some() {
+            terminating += 1;
             continue;
         }
         if vm.spec.image_revision != spec.image_revision {
@@ -92,7 +95,10 @@ pub async fn reconcile_pool(
             continue;
         }
         match phase {
-            Some(MemberPhase::Ready) => ready += 1,
+            Some(MemberPhase::Ready) => {
+                ready += 1;
+                ready_members.push(vm);
+            }
             Some(MemberPhase::Failed) => failed += 1,
             _ => {
                 in_flight += 1;
@@ -130,6 +136,33 @@ pub async fn reconcile_pool(
             Err(e) => return Err(e.into()),
         }
     }
+
+    // Scale down: Ready unclaimed members beyond warmReplicas, or beyond maxReplicas
+    // counting everyone alive, are deleted (highest slot first). The resourceVersion
+    // precondition loses against a concurrent bind, so a member being claimed survives.
+    let alive = u32::try_from(members.len()).unwrap_or(u32::MAX) - terminating;
+    let surplus = ready
+        .saturating_sub(spec.warm_replicas)
+        .max(alive.saturating_sub(spec.max_replicas))
+        .min(ready);
+    ready_members.sort_by_key(|vm| std::cmp::Reverse(vm.name_any()));
+    let mut removed = 0u32;
+    for vm in ready_members.iter().take(surplus as usize) {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: None,
+                resource_version: vm.resource_version(),
+            }),
+            ..DeleteParams::default()
+        };
+        Metrics::inc(&ctx.metrics.pool_writes);
+        match vms.delete(&vm.name_any(), &params).await {
+            Ok(_) => removed += 1,
+            Err(e) if is_status(&e, 404) || is_status(&e, 409) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let ready = ready - removed;
 
     let total = u32::try_from(members.len()).unwrap_or(u32::MAX);
     let want = spec.warm_replicas.saturating_sub(ready + in_flight);

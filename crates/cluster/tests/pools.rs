@@ -76,3 +76,53 @@ async fn a_new_image_revision_replaces_only_unclaimed_members() {
     running.stop().await;
     emu.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shrinking_a_pool_deletes_surplus_unclaimed_members_only() {
+    let (emu, client) = start().await;
+    let running = spawn_controllers(&client, test_config("a"));
+    create_pool(&client, &pool("p", 3, 5, "r1")).await;
+    create_claim(&client, &claim("c1", "p", 3600, "alice")).await;
+    let held = wait_phase(&client, "c1", "Bound", T)
+        .await
+        .status
+        .unwrap()
+        .virtual_machine_ref
+        .unwrap();
+    wait_for("3 warm + 1 claimed", T, || async {
+        let vms = list_vms(&client).await;
+        let warm = vms
+            .iter()
+            .filter(|vm| ready(vm) && !vm.labels().contains_key(CLAIM_LABEL))
+            .count();
+        (warm == 3 && vms.len() == 4).then_some(())
+    })
+    .await;
+
+    pools(&client)
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"warmReplicas": 1, "maxReplicas": 2}})),
+        )
+        .await
+        .unwrap();
+    wait_for("1 warm + 1 claimed", T, || async {
+        let vms = list_vms(&client).await;
+        let alive: Vec<_> = vms
+            .iter()
+            .filter(|vm| vm.metadata.deletion_timestamp.is_none())
+            .collect();
+        (alive.len() == 2).then_some(())
+    })
+    .await;
+    let kept = vms(&client).get(&held).await.unwrap();
+    assert!(
+        kept.metadata.deletion_timestamp.is_none(),
+        "the claimed member stays"
+    );
+    let claim = claims(&client).get("c1").await.unwrap().status.unwrap();
+    assert_eq!(claim.phase.as_deref(), Some("Bound"));
+    running.stop().await;
+    emu.shutdown().await;
+}
