@@ -35,15 +35,17 @@ async fn a_new_image_revision_replaces_only_unclaimed_members() {
         (warm == 2 && vms.len() == 3).then_some(())
     })
     .await;
-    let status = pools(&client).get("p").await.unwrap().status.unwrap();
-    assert_eq!(
-        (
+    // The pool's status follows its members on the controller's next reconcile.
+    wait_for("pool status 2 ready, 1 claimed, 3 replicas", T, || async {
+        let status = pools(&client).get("p").await.unwrap().status?;
+        ((
             status.ready_replicas,
             status.claimed_replicas,
-            status.replicas
-        ),
-        (2, 1, 3)
-    );
+            status.replicas,
+        ) == (2, 1, 3))
+            .then_some(())
+    })
+    .await;
 
     pools(&client)
         .patch(
