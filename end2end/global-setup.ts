@@ -35,7 +35,7 @@ export default async function globalSetup(): Promise<() => Promise<void>> {
     });
     children.push(child);
     process.env[passwordVariable(server.project)] = await initialPassword(child, server.project);
-    await waitUntilReady(server.baseURL);
+    await Promise.race([waitUntilReady(server.baseURL), exited(child, server.project)]);
   }
   return async () => {
     for (const child of children) child.kill('SIGTERM');
@@ -57,6 +57,13 @@ function initialPassword(child: ChildProcess, project: string): Promise<string> 
       }
     });
     child.once('exit', (code) => reject(new Error(`${project}: console exited with ${code}: ${stderr}`)));
+  });
+}
+
+/** Rejects when the console stops before it is ready (a port in use, a bad setting). */
+function exited(child: ChildProcess, project: string): Promise<never> {
+  return new Promise((_, reject) => {
+    child.once('exit', (code) => reject(new Error(`${project}: console exited with ${code} before it was ready`)));
   });
 }
 

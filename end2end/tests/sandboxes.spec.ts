@@ -27,6 +27,7 @@ async function until(
 }
 
 test('claim a sandbox, see it bound, release it', async ({ page }, info) => {
+  test.setTimeout(90_000);
   const js = info.project.use.javaScriptEnabled !== false;
   await open(page, '/sign-in', js);
   await signIn(page, 'admin', NEW_ADMIN_PASSWORD);
@@ -58,7 +59,7 @@ test('claim a sandbox, see it bound, release it', async ({ page }, info) => {
 });
 
 test('an expired sandbox leaves the page by itself', async ({ page }, info) => {
-  test.setTimeout(60_000);
+  test.setTimeout(90_000);
   const js = info.project.use.javaScriptEnabled !== false;
   await open(page, '/sign-in', js);
   await signIn(page, 'admin', NEW_ADMIN_PASSWORD);

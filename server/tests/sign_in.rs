@@ -428,7 +428,12 @@ async fn disabling_a_user_ends_their_session() {
 
 #[tokio::test]
 async fn repeated_failures_are_throttled_alike_for_known_and_unknown_users() {
-    let app = TestApp::new().await;
+    // A minute, so the block outlasts every request below even on a slow machine.
+    let app = TestApp::with_throttle(ThrottlePolicy {
+        base_delay: std::time::Duration::from_secs(60),
+        ..ThrottlePolicy::default()
+    })
+    .await;
     app.create_user("alice", PASSWORD, &[], false).await;
     let attempt = |name: &'static str, ip: [u8; 4]| {
         post_form_from(
@@ -450,8 +455,8 @@ async fn repeated_failures_are_throttled_alike_for_known_and_unknown_users() {
         // The next attempt, from another address too, waits.
         let blocked = app.send(attempt(name, [127, 0, 2, 1])).await;
         assert_eq!(blocked.status, StatusCode::TOO_MANY_REQUESTS, "{name}");
-        assert_eq!(blocked.header("retry-after").as_deref(), Some("1"));
-        assert!(blocked.alert().unwrap().contains("Try again in one second"));
+        assert_eq!(blocked.header("retry-after").as_deref(), Some("60"));
+        assert!(blocked.alert().unwrap().contains("Try again in 60 seconds"));
     }
     // Even the right password waits while the user is blocked.
     let right = app
@@ -466,7 +471,11 @@ async fn repeated_failures_are_throttled_alike_for_known_and_unknown_users() {
 
 #[tokio::test]
 async fn per_source_throttling_covers_every_name() {
-    let app = TestApp::with_throttle(ThrottlePolicy::default()).await;
+    let app = TestApp::with_throttle(ThrottlePolicy {
+        base_delay: std::time::Duration::from_secs(60),
+        ..ThrottlePolicy::default()
+    })
+    .await;
     for i in 0..5 {
         let name = format!("user{i}");
         app.send(post_form(

@@ -63,20 +63,23 @@ fn now() -> i64 {
         .as_secs() as i64
 }
 
-/// A loopback port with nothing listening (bound, then closed).
-fn dead_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// An issuer URL on a loopback port that refuses connections: the socket is bound but
+/// never listens, and keeping it (the second value) keeps any other test from taking the
+/// port meanwhile.
+fn dead_issuer() -> (String, socket2::Socket) {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    let any_port = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    socket.bind(&any_port.into()).unwrap();
+    let port = socket.local_addr().unwrap().as_socket().unwrap().port();
+    (format!("http://127.0.0.1:{port}"), socket)
 }
 
 #[test]
 fn token_prints_only_the_exec_credential_from_a_fresh_cache() {
     let dir = tempfile::tempdir().unwrap();
     // Nothing listens there: a fresh cached token needs no network.
-    let issuer = format!("http://127.0.0.1:{}", dead_port());
+    let (issuer, _reserved) = dead_issuer();
     let exp = now() + 120;
     let e = seed(dir.path(), &issuer, exp, Some("rt"));
     let o = run(dir.path(), &["auth", "token", "--issuer", &issuer], &[]);
@@ -95,7 +98,7 @@ fn token_prints_only_the_exec_credential_from_a_fresh_cache() {
 fn token_not_interactive_with_nothing_cached_fails_on_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let given = std::fs::metadata(dir.path()).unwrap().permissions().mode() & 0o7777;
-    let issuer = format!("http://127.0.0.1:{}", dead_port());
+    let (issuer, _reserved) = dead_issuer();
     let info = r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":false}}"#;
     let o = run(
         dir.path(),
@@ -139,7 +142,7 @@ fn issuer_is_required() {
 #[test]
 fn unreachable_issuer_gives_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let issuer = format!("http://127.0.0.1:{}", dead_port());
+    let (issuer, _reserved) = dead_issuer();
     seed(dir.path(), &issuer, now() - 10, Some("rt"));
     let o = run(dir.path(), &["auth", "token", "--issuer", &issuer], &[]);
     assert!(!o.status.success());
@@ -178,7 +181,7 @@ fn status_shows_the_session_without_token_text() {
 #[test]
 fn logout_deletes_even_when_the_issuer_is_unreachable_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
-    let issuer = format!("http://127.0.0.1:{}", dead_port());
+    let (issuer, _reserved) = dead_issuer();
     seed(dir.path(), &issuer, now() + 100, Some("rt"));
     let o = run(dir.path(), &["auth", "logout", "--issuer", &issuer], &[]);
     assert!(!o.status.success());
@@ -539,7 +542,7 @@ fn a_given_config_directory_keeps_its_permissions() {
     let shared = dir.path().join("shared");
     std::fs::create_dir(&shared).unwrap();
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    let issuer = format!("http://127.0.0.1:{}", dead_port());
+    let (issuer, _reserved) = dead_issuer();
     seed(&shared, &issuer, now() + 120, Some("rt"));
     let o = run(&shared, &["auth", "token", "--issuer", &issuer], &[]);
     assert!(o.status.success(), "{}", stderr(&o));

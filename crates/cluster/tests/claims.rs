@@ -196,7 +196,10 @@ async fn assert_gone_in_order(client: &kube::Client, claim: &str, member: &str) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expiry_destroys_the_member_then_deletes_the_claim() {
     let (emu, client) = start().await;
-    let running = spawn_controllers(&client, test_config("a"));
+    // Long enough that the poll below sees the claim Releasing before its member is gone.
+    let mut config = test_config("a");
+    config.simulated_provider.as_mut().unwrap().destroy_after = Duration::from_secs(3);
+    let running = spawn_controllers(&client, config);
     create_pool(&client, &pool("p1", 1, 2, "r1")).await;
     create_claim(&client, &claim("c1", "p1", 2, "alice")).await;
     let bound = wait_phase(&client, "c1", "Bound", T).await;
@@ -212,7 +215,7 @@ async fn expiry_destroys_the_member_then_deletes_the_claim() {
 async fn deletion_keeps_the_claim_until_its_member_is_gone() {
     let (emu, client) = start().await;
     let mut config = test_config("a");
-    config.simulated_provider.as_mut().unwrap().destroy_after = Duration::from_secs(2);
+    config.simulated_provider.as_mut().unwrap().destroy_after = Duration::from_secs(4);
     let running = spawn_controllers(&client, config);
     create_pool(&client, &pool("p1", 1, 2, "r1")).await;
     create_claim(&client, &claim("c1", "p1", 3600, "alice")).await;

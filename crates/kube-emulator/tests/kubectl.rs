@@ -321,21 +321,32 @@ async fn delete_waits_for_finalizer() {
         .stderr(Stdio::null())
         .spawn()
         .expect("delete starts");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Once the DELETE has reached the server, the object is marked and kept.
+    let start = std::time::Instant::now();
+    loop {
+        let ts = k
+            .ok(&[
+                "get",
+                "vmc",
+                "claim-a",
+                "-o",
+                "jsonpath={.metadata.deletionTimestamp}",
+            ])
+            .await;
+        if !ts.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "deletionTimestamp not set"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
         deleting.try_wait().expect("poll").is_none(),
         "kubectl delete returned while a finalizer remained"
     );
-    let ts = k
-        .ok(&[
-            "get",
-            "vmc",
-            "claim-a",
-            "-o",
-            "jsonpath={.metadata.deletionTimestamp}",
-        ])
-        .await;
-    assert!(!ts.is_empty(), "deletionTimestamp not set");
     k.ok(&[
         "patch",
         "vmc",

@@ -261,13 +261,15 @@ impl Running {
     }
 }
 
-/// Test timings: fast pool resync, provider Ready after 300 ms, destroyed after 300 ms.
+/// Test timings: fast pool resync, provider Ready and destroyed "after 300 ms" — counted
+/// from second-precision Kubernetes timestamps, so anything up to about 1.3 s. The lease
+/// leaves the leader several seconds of slack before a follower may take over.
 pub fn test_config(identity: &str) -> ControllerConfig {
     let mut config = ControllerConfig::new(NS, identity);
     config.namespace = Some(NS.into());
     config.pool_resync = Duration::from_millis(500);
-    config.lease_duration_seconds = 3;
-    config.lease_grace_seconds = 1;
+    config.lease_duration_seconds = 6;
+    config.lease_grace_seconds = 3;
     config.simulated_provider = Some(SimulatedProviderConfig {
         ready_after: Some(Duration::from_millis(300)),
         destroy_after: Duration::from_millis(300),
