@@ -16,8 +16,8 @@ pub use error::{AppError, AuthorizationProblem};
 pub use i18n::Locale;
 pub use state::{
     AccessRow, AccountView, AuditFilter, AuditRow, AuditView, AuthorizeClient, AuthorizeView,
-    ClaimRow, DashboardView, FormFeedback, Notice, Page, PageData, PageState, PoolForm, PoolRow,
-    PoolsView, RoleRow, RolesView, SessionRow, UserRow, UserView, UsersView,
+    ClaimRow, ClaimView, DashboardView, FormFeedback, Notice, Page, PageData, PageState, PoolForm,
+    PoolRow, PoolsView, RoleRow, RolesView, SessionRow, UserRow, UserView, UsersView,
 };
 
 /// Paths of the pages, shared with the server's access rules and redirects.
@@ -44,6 +44,26 @@ pub mod paths {
     /// Releasing one claim (form post).
     pub fn release(namespace: &str, name: &str) -> String {
         format!("{CLAIMS}/{namespace}/{name}/release")
+    }
+
+    /// The page of one claim.
+    pub fn claim(namespace: &str, name: &str) -> String {
+        format!("{CLAIMS}/{namespace}/{name}")
+    }
+
+    /// One claim's live snapshots (server-sent events).
+    pub fn claim_events(namespace: &str, name: &str) -> String {
+        format!("/events{CLAIMS}/{namespace}/{name}")
+    }
+
+    /// `(namespace, name)` of a claim page's path; `None` for any other path.
+    pub fn parse_claim(path: &str) -> Option<(&str, &str)> {
+        let (namespace, name) = path
+            .strip_prefix(CLAIMS)?
+            .strip_prefix('/')?
+            .split_once('/')?;
+        let segment = |s: &str| !s.is_empty() && !s.contains('/');
+        (segment(namespace) && segment(name)).then_some((namespace, name))
     }
 
     /// The page of one user.
@@ -100,6 +120,7 @@ pub fn App() -> impl IntoView {
             Page::Authorize => view! { <pages::Authorize /> }.into_any(),
             Page::Roles => view! { <pages::Roles /> }.into_any(),
             Page::Pools => view! { <pages::Pools /> }.into_any(),
+            Page::Claim => view! { <pages::ClaimDetail /> }.into_any(),
             Page::NotFound => view! { <pages::NotFound /> }.into_any(),
         }}
     }

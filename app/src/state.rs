@@ -44,6 +44,8 @@ pub enum Page {
     Roles,
     /// Pools (operators).
     Pools,
+    /// One claim (`/claims/<namespace>/<name>`).
+    Claim,
     #[default]
     NotFound,
 }
@@ -62,6 +64,7 @@ impl Page {
             paths::AUTHORIZE => Self::Authorize,
             paths::ROLES => Self::Roles,
             paths::POOLS => Self::Pools,
+            _ if paths::parse_claim(path).is_some() => Self::Claim,
             _ if path
                 .strip_prefix("/users/")
                 .is_some_and(|name| !name.is_empty() && !name.contains('/')) =>
@@ -156,6 +159,7 @@ pub enum PageData {
     Dashboard(DashboardView),
     Roles(RolesView),
     Pools(PoolsView),
+    Claim(ClaimView),
 }
 
 impl PageData {
@@ -315,7 +319,7 @@ pub struct PoolRow {
 }
 
 /// A VirtualMachineClaim as the dashboard shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClaimRow {
     pub namespace: String,
     pub name: String,
@@ -331,6 +335,42 @@ pub struct ClaimRow {
     /// Seconds left when the page was rendered.
     pub remaining_secs: Option<i64>,
     pub addresses: Vec<String>,
+    /// Whether to offer Release: Kubernetes RBAC allows the person to delete claims in
+    /// the namespace (SelfSubjectAccessReview), and the claim is theirs or they oversee
+    /// claims. The release admission policy still decides.
+    pub can_release: bool,
+}
+
+/// One claim's page (SPEC §8): the dashboard's row and what only the detail shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimView {
+    pub claim: ClaimRow,
+    /// `spec.subject.issuer`: the identity provider of the subject.
+    pub issuer: String,
+    pub ttl_seconds: u32,
+    /// RFC 3339, UTC.
+    pub created_at: Option<String>,
+    /// RFC 3339, UTC: when the claim became Bound (the lifetime counts from here).
+    pub bound_at: Option<String>,
+    /// `status.virtualMachineRef`: the member VM bound to the claim.
+    pub virtual_machine: Option<String>,
+    /// The claim no longer exists: released or expired while the page was open.
+    pub gone: bool,
+}
+
+impl ClaimView {
+    /// What the page shows once the claim `namespace/name` has been deleted.
+    pub fn gone(namespace: &str, name: &str) -> Self {
+        Self {
+            claim: ClaimRow {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                ..ClaimRow::default()
+            },
+            gone: true,
+            ..Self::default()
+        }
+    }
 }
 
 /// The Roles page: each role's Kubernetes rules, read as the admin, and who holds it.

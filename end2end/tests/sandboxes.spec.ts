@@ -50,8 +50,18 @@ test('claim a sandbox, see it bound, release it', async ({ page }, info) => {
   await expect(claim.getByTestId('countdown')).toContainText(/in 1[45] minutes/);
   await expect(claim.getByTestId('connect')).toContainText(/^ssh sandbox@/);
 
-  await claim.getByText('Release…').click();
-  await claim.getByRole('button', { name: 'Release', exact: true }).click();
+  // Its own page: the VM, when it was bound, how to connect; released from there.
+  const name = (await claim.getAttribute('data-claim'))!;
+  await claim.getByRole('link', { name }).click();
+  await expect(page).toHaveURL(new RegExp(`/claims/demo/${name}$`));
+  await expect(page.getByTestId('claim-name')).toHaveText(name);
+  await expect(page.getByTestId('phase')).toHaveText('Bound');
+  await expect(page.getByTestId('claim-vm')).toHaveText(/^sandbox-/);
+  await expect(page.getByTestId('claim-pool')).toHaveText('demo/sandbox');
+  await expect(page.getByTestId('countdown')).toContainText(/in 1[45] minutes/);
+  await expect(page.getByTestId('connect')).toContainText(/^ssh sandbox@/);
+  await page.getByText('Release…').click();
+  await page.getByRole('button', { name: 'Release', exact: true }).click();
   await expect(page.getByRole('status')).toContainText('is being released');
   await until(page, js, async (timeout) => {
     await expect(page.getByTestId('claim')).toHaveCount(0, { timeout });
@@ -70,7 +80,12 @@ test('an expired sandbox leaves the page by itself', async ({ page }, info) => {
   await until(page, js, async (timeout) => {
     await expect(page.getByTestId('claim')).toHaveCount(1, { timeout });
   });
-  // Bound, then released by the claim controller when its 8 s are up.
+  // Bound, then released by the claim controller when its 8 s are up: the dashboard and
+  // the claim's own page both say so by themselves.
+  const name = (await page.getByTestId('claim').getAttribute('data-claim'))!;
+  const detail = await page.context().newPage();
+  await open(detail, `/claims/demo/${name}`, js);
+  await expect(detail.getByTestId('claim-name')).toHaveText(name);
   await until(
     page,
     js,
@@ -79,6 +94,9 @@ test('an expired sandbox leaves the page by itself', async ({ page }, info) => {
     },
     40_000,
   );
+  await until(detail, js, async (timeout) => {
+    await expect(detail.getByTestId('claim-gone')).toBeVisible({ timeout });
+  });
 });
 
 test('the dashboard speaks Japanese', async ({ browser }, info) => {

@@ -214,7 +214,7 @@ phase-pending = Pending
 phase-bound = Bound
 phase-releasing = Releasing
 phase-failed = Failed
-phase-new = Submitted
+phase-unknown = Unknown
 notice-claim-created = Claim { $name } created: it is bound as soon as a sandbox is ready.
 notice-claim-released = { $name } is being released.
 error-kubernetes = Kubernetes refused: { $message }
@@ -270,3 +270,18 @@ pools-delete-confirm = Delete this pool
 notice-pool-saved = Pool { $name } saved.
 notice-pool-deleted = Pool { $name } deleted; claimed sandboxes stay until released.
 error-invalid-pool = Check the pool: a namespace and a name (lowercase letters, digits, -), warm ≤ maximum, maximum ≥ 1, at least 1 CPU, and an image, revision, memory and provider.
+
+## Claim detail
+claim-back = ← Dashboard
+claim-pool = Pool
+claim-subject = For
+claim-issuer = Identity provider
+claim-lifetime = Lifetime
+claim-created = Requested
+claim-bound = Bound at
+claim-expires = Expires
+claim-vm = Virtual machine
+claim-connect-title = Connect
+claim-no-address = Addresses appear once the sandbox is bound.
+claim-gone = This sandbox does not exist (any more): it was released or it expired.
+claim-not-yet = not yet

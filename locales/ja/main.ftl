@@ -199,7 +199,7 @@ phase-pending = 待機中
 phase-bound = 割り当て済み
 phase-releasing = 解放中
 phase-failed = 失敗
-phase-new = 送信済み
+phase-unknown = 不明
 notice-claim-created = { $name } を作成しました。サンドボックスの準備ができ次第割り当てられます。
 notice-claim-released = { $name } を解放しています。
 error-kubernetes = Kubernetes が拒否しました: { $message }
@@ -252,3 +252,18 @@ pools-delete-confirm = このプールを削除
 notice-pool-saved = プール { $name } を保存しました。
 notice-pool-deleted = プール { $name } を削除しました。使用中のサンドボックスは解放されるまで残ります。
 error-invalid-pool = プールを確認してください: 名前空間と名前 (英小文字・数字・-)、ウォーム ≤ 上限、上限 ≥ 1、CPU 1 以上、イメージ・リビジョン・メモリ・プロバイダー。
+
+## Claim detail
+claim-back = ← ダッシュボード
+claim-pool = プール
+claim-subject = 利用者
+claim-issuer = ID プロバイダー
+claim-lifetime = 利用期間
+claim-created = 申請日時
+claim-bound = 割り当て日時
+claim-expires = 期限
+claim-vm = 仮想マシン
+claim-connect-title = 接続
+claim-no-address = アドレスはサンドボックスが割り当てられると表示されます。
+claim-gone = このサンドボックスは存在しません。解放されたか、期限が切れました。
+claim-not-yet = まだ

@@ -4,7 +4,9 @@
 
 use std::convert::Infallible;
 
-use app::{AppError, ClaimRow, DashboardView, Notice, Page, PageData, PageState, PoolRow, paths};
+use app::{
+    AppError, ClaimRow, ClaimView, DashboardView, Notice, Page, PageData, PageState, PoolRow, paths,
+};
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -18,6 +20,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
@@ -176,28 +179,103 @@ fn snapshots(
     user: UserRecord,
     client: kube::Client,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
-    let claims = watcher(
-        Api::<VirtualMachineClaim>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .map(|_| ());
-    let pools = watcher(
-        Api::<VirtualMachinePool>::all(client),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .map(|_| ());
-    futures::stream::select(claims, pools)
+    let claims = changes(Api::<VirtualMachineClaim>::all(client.clone()), None);
+    let pools = changes(Api::<VirtualMachinePool>::all(client), None);
+    live_snapshots(futures::stream::select(claims, pools), move || {
+        let (app, user) = (app.clone(), user.clone());
+        async move { dashboard_view(&app, &user).await.ok() }
+    })
+}
+
+/// `GET /claims/{namespace}/{name}`: one claim's page, read as the person; 404 with the
+/// page saying so when it does not exist (released, expired, or never made).
+pub async fn claim_page(
+    State(app): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+    request: Request,
+) -> Response {
+    let (mut state, user) = signed_in(&request);
+    match claim_view(&app, &user, &namespace, &name).await {
+        Ok(Some(view)) => {
+            state.data = PageData::Claim(view);
+            pages::render(&app, state, StatusCode::OK).await
+        }
+        Ok(None) => {
+            state.data = PageData::Claim(ClaimView::gone(&namespace, &name));
+            pages::render(&app, state, StatusCode::NOT_FOUND).await
+        }
+        Err(Loading::Refused(error)) => {
+            pages::with_feedback(&app, state, error, Default::default()).await
+        }
+        Err(Loading::Failed(failure)) => internal_error(state.locale, &failure),
+    }
+}
+
+/// `GET /events/claims/{namespace}/{name}`: server-sent events, each a JSON [`ClaimView`]
+/// sent when the claim changes (a watch as the person on that one name); once the claim
+/// is deleted the view says it is gone.
+pub async fn claim_events(
+    State(app): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+    request: Request,
+) -> Response {
+    let (_, user) = signed_in(&request);
+    let Some(client) = user_client(&app, &user) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let api = Api::<VirtualMachineClaim>::namespaced(client, &namespace);
+    let selector = format!("metadata.name={name}");
+    let stream = live_snapshots(changes(api, Some(&selector)), move || {
+        let (app, user, namespace, name) =
+            (app.clone(), user.clone(), namespace.clone(), name.clone());
+        async move {
+            match claim_view(&app, &user, &namespace, &name).await {
+                Ok(Some(view)) => Some(view),
+                Ok(None) => Some(ClaimView::gone(&namespace, &name)),
+                Err(_) => None,
+            }
+        }
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// A tick for each batch of watch events on `api` (with an optional field selector),
+/// restarting the watch with back-off after errors.
+fn changes<K>(api: Api<K>, fields: Option<&str>) -> impl Stream<Item = ()> + Send + use<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let mut config = watcher::Config::default();
+    if let Some(fields) = fields {
+        config = config.fields(fields);
+    }
+    watcher(api, config).default_backoff().map(|_| ())
+}
+
+/// Server-sent events carrying `load()`'s JSON after each batch of `changes`, skipping a
+/// snapshot equal to the last one sent (and any `load` that failed).
+fn live_snapshots<T, Fut>(
+    changes: impl Stream<Item = ()> + Send,
+    load: impl Fn() -> Fut + Send,
+) -> impl Stream<Item = Result<Event, Infallible>> + Send
+where
+    T: serde::Serialize + PartialEq + Clone + Send,
+    Fut: Future<Output = Option<T>> + Send,
+{
+    changes
         .ready_chunks(256)
-        .then(move |_| {
-            let (app, user) = (app.clone(), user.clone());
-            async move { dashboard_view(&app, &user).await.ok() }
-        })
-        .scan(None::<DashboardView>, |last, view| {
-            let fresh = view.filter(|v| last.as_ref() != Some(v));
-            if let Some(view) = &fresh {
-                *last = Some(view.clone());
+        .then(move |_| load())
+        .scan(None::<T>, |last, snapshot| {
+            let fresh = snapshot.filter(|s| last.as_ref() != Some(s));
+            if let Some(snapshot) = &fresh {
+                *last = Some(snapshot.clone());
             }
             std::future::ready(Some(fresh))
         })
@@ -279,15 +357,28 @@ async fn dashboard_view(app: &AppState, user: &UserRecord) -> Result<DashboardVi
         });
     }
     let now = OffsetDateTime::now_utc();
-    let mine = |c: &VirtualMachineClaim| {
-        c.spec.subject.id == user.name.as_str() && c.spec.subject.issuer == app.config.external_url
-    };
-    let overseer = user.roles.hold(BuiltinRole::Operator.as_str());
+    let overseer = oversees_claims(user);
+    let mut release_rights = std::collections::HashMap::new();
     let mut claim_rows = Vec::new();
     let mut all_claims = Vec::new();
     for claim in &claims {
-        let row = claim_row(claim, now);
-        if mine(claim) {
+        let mine = is_own(app, user, claim);
+        if !mine && !overseer {
+            continue;
+        }
+        let namespace = claim.namespace().unwrap_or_default();
+        let may_delete = match release_rights.get(&namespace) {
+            Some(allowed) => *allowed,
+            None => {
+                let allowed = may(&client, "virtualmachineclaims", "delete", Some(&namespace))
+                    .await
+                    .map_err(Loading::Failed)?;
+                release_rights.insert(namespace, allowed);
+                allowed
+            }
+        };
+        let row = claim_row(claim, now, may_delete);
+        if mine {
             claim_rows.push(row.clone());
         }
         if overseer {
@@ -307,12 +398,22 @@ async fn dashboard_view(app: &AppState, user: &UserRecord) -> Result<DashboardVi
     })
 }
 
-fn claim_row(claim: &VirtualMachineClaim, now: OffsetDateTime) -> ClaimRow {
+/// Whether `claim` is the person's own: its subject is them at this console's issuer.
+fn is_own(app: &AppState, user: &UserRecord, claim: &VirtualMachineClaim) -> bool {
+    claim.spec.subject.id == user.name.as_str()
+        && claim.spec.subject.issuer == app.config.external_url
+}
+
+/// Operators and admins see and release everyone's claims (SPEC §6).
+fn oversees_claims(user: &UserRecord) -> bool {
+    user.roles.hold(BuiltinRole::Operator.as_str())
+}
+
+/// `claim` as a row; `may_delete` is the person's RBAC answer for deleting claims in its
+/// namespace.
+fn claim_row(claim: &VirtualMachineClaim, now: OffsetDateTime, may_delete: bool) -> ClaimRow {
     let status = claim.status.clone().unwrap_or_default();
-    let expires = status
-        .expires_at
-        .as_ref()
-        .and_then(|t| OffsetDateTime::from_unix_timestamp(t.0.as_second()).ok());
+    let expires = status.expires_at.as_ref().and_then(instant);
     ClaimRow {
         namespace: claim.namespace().unwrap_or_default(),
         name: claim.name_any(),
@@ -324,7 +425,46 @@ fn claim_row(claim: &VirtualMachineClaim, now: OffsetDateTime) -> ClaimRow {
         expires_at: expires.map(crate::admin::format_instant),
         remaining_secs: expires.map(|at| (at - now).whole_seconds().max(0)),
         addresses: status.addresses.iter().map(|a| a.address.clone()).collect(),
+        can_release: may_delete && claim.metadata.deletion_timestamp.is_none(),
     }
+}
+
+/// A Kubernetes timestamp (second precision) as an instant.
+fn instant(at: &Time) -> Option<OffsetDateTime> {
+    OffsetDateTime::from_unix_timestamp(at.0.as_second()).ok()
+}
+
+/// One claim as its page shows it, read as the person; `None` when it does not exist.
+async fn claim_view(
+    app: &AppState,
+    user: &UserRecord,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<ClaimView>, Loading> {
+    let Some(client) = user_client(app, user) else {
+        return Ok(None);
+    };
+    let found = Api::<VirtualMachineClaim>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await;
+    let Some(claim) = found? else {
+        return Ok(None);
+    };
+    let may_delete = (is_own(app, user, &claim) || oversees_claims(user))
+        && may(&client, "virtualmachineclaims", "delete", Some(namespace))
+            .await
+            .map_err(Loading::Failed)?;
+    let status = claim.status.clone().unwrap_or_default();
+    let when = |at: Option<&Time>| at.and_then(instant).map(crate::admin::format_instant);
+    Ok(Some(ClaimView {
+        claim: claim_row(&claim, OffsetDateTime::now_utc(), may_delete),
+        issuer: claim.spec.subject.issuer.clone(),
+        ttl_seconds: claim.spec.ttl_seconds,
+        created_at: when(claim.metadata.creation_timestamp.as_ref()),
+        bound_at: when(status.bound_at.as_ref()),
+        virtual_machine: status.virtual_machine_ref,
+        gone: false,
+    }))
 }
 
 /// Records that `user` did `action` to the object `namespace/name`.
@@ -379,10 +519,18 @@ fn visible<K: Clone>(listed: kube::Result<kube::core::ObjectList<K>>) -> Result<
     match listed {
         Ok(list) => Ok(list.items),
         Err(kube::Error::Api(status)) if status.code == 403 => Ok(Vec::new()),
-        Err(error) => Err(match refusal(error) {
-            AppError::Internal { .. } => Loading::Failed(anyhow::anyhow!("listing failed")),
-            refused => Loading::Refused(refused),
-        }),
+        Err(error) => Err(Loading::from(error)),
+    }
+}
+
+impl From<kube::Error> for Loading {
+    fn from(error: kube::Error) -> Self {
+        match refusal(error) {
+            AppError::Internal { correlation_id } => Self::Failed(anyhow::anyhow!(
+                "Kubernetes request failed (correlation id {correlation_id})"
+            )),
+            refused => Self::Refused(refused),
+        }
     }
 }
 

@@ -51,7 +51,12 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
             "/claims/{namespace}/{name}/release",
             post(claims::release_claim),
         )
+        .route("/claims/{namespace}/{name}", get(claims::claim_page))
         .route(paths::DASHBOARD_EVENTS, get(claims::dashboard_events))
+        .route(
+            "/events/claims/{namespace}/{name}",
+            get(claims::claim_events),
+        )
         .route(paths::SIGN_IN, get(pages::page).post(handlers::sign_in))
         .route(
             paths::CHANGE_PASSWORD,

@@ -4,8 +4,11 @@
 
 mod support;
 
+use axum::body::Body;
 use axum::http::StatusCode;
+use http_body_util::BodyExt;
 use support::{TestApp, form, get, post_form};
+use tower::ServiceExt;
 
 const PASSWORD: &str = "correct horse battery";
 
@@ -120,6 +123,116 @@ async fn a_developer_claims_a_sandbox_sees_it_bound_and_releases_it() {
                 && e.target == format!("demo/{name}")),
             "{action} audited: {events:?}"
         );
+    }
+    dev.shutdown().await;
+}
+
+/// The text of the element marked `data-testid="<id>"` in `html`.
+fn testid_text<'a>(html: &'a str, id: &str) -> &'a str {
+    let marked = html
+        .split_once(&format!("data-testid=\"{id}\""))
+        .unwrap_or_else(|| panic!("{id} missing in {html}"))
+        .1;
+    let text = &marked[marked.find('>').unwrap() + 1..];
+    &text[..text.find('<').unwrap()]
+}
+
+/// Reads server-sent events from `body` until one's data satisfies `done`; returns it.
+async fn event_until(body: &mut Body, done: impl Fn(&str) -> bool) -> String {
+    loop {
+        let frame = tokio::time::timeout(std::time::Duration::from_secs(30), body.frame())
+            .await
+            .expect("an event within 30 s")
+            .expect("the stream stays open")
+            .unwrap();
+        if let Some(data) = frame.data_ref() {
+            let text = String::from_utf8_lossy(data).into_owned();
+            if done(&text) {
+                return text;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claims_page_shows_the_sandbox_follows_it_live_and_says_when_it_is_gone() {
+    let (app, dev) = TestApp::with_dev_cluster().await;
+    app.create_user("alice", PASSWORD, &["developer"], false)
+        .await;
+    let alice = app.sign_in("alice", PASSWORD).await;
+    dashboard_until(&app, &alice, |b| b.contains("3 ready")).await;
+    let claimed = app
+        .send(post_form(
+            "/claims",
+            claim_form("sandbox", "900"),
+            Some(&alice),
+        ))
+        .await;
+    let name = claimed
+        .location()
+        .unwrap()
+        .strip_prefix("/?claimed=")
+        .unwrap()
+        .to_owned();
+    let page_path = format!("/claims/demo/{name}");
+
+    // Live: the page's stream carries the claim once Bound, with its VM.
+    let events = app
+        .router
+        .clone()
+        .oneshot(get(&format!("/events{page_path}"), Some(&alice)))
+        .await
+        .unwrap();
+    assert_eq!(events.status(), StatusCode::OK);
+    let mut body = events.into_body();
+    let bound = event_until(&mut body, |e| e.contains("\"phase\":\"Bound\"")).await;
+    let vm = bound
+        .split("\"virtual_machine\":\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the bound VM in the snapshot")
+        .to_owned();
+
+    let page = app.send(get(&page_path, Some(&alice))).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    for (field, expected) in [
+        ("claim-name", name.as_str()),
+        ("claim-vm", vm.as_str()),
+        ("claim-pool", "demo/sandbox"),
+        ("claim-subject", "alice"),
+    ] {
+        assert_eq!(testid_text(&page.body, field), expected, "{field}");
+    }
+    assert!(testid_text(&page.body, "countdown").contains("minutes"));
+    assert!(testid_text(&page.body, "connect").starts_with("ssh sandbox@"));
+    assert!(
+        page.body
+            .contains(&format!("action=\"{page_path}/release\"")),
+        "the owner may release"
+    );
+    let dashboard = app.send(get("/", Some(&alice))).await;
+    assert!(
+        dashboard.body.contains(&format!("href=\"{page_path}\"")),
+        "the dashboard links the claim"
+    );
+
+    // Another developer may read it, but is not offered Release (it is not theirs).
+    app.create_user("dave", PASSWORD, &["developer"], false)
+        .await;
+    let dave = app.sign_in("dave", PASSWORD).await;
+    let theirs = app.send(get(&page_path, Some(&dave))).await;
+    assert_eq!(theirs.status, StatusCode::OK, "{}", theirs.body);
+    assert!(!theirs.body.contains("/release\""), "{}", theirs.body);
+
+    let released = app
+        .send(post_form(&format!("{page_path}/release"), "", Some(&alice)))
+        .await;
+    assert_eq!(released.status, StatusCode::SEE_OTHER, "{}", released.body);
+    event_until(&mut body, |e| e.contains("\"gone\":true")).await;
+    for path in [page_path.as_str(), "/claims/demo/no-such-claim"] {
+        let gone = app.send(get(path, Some(&alice))).await;
+        assert_eq!(gone.status, StatusCode::NOT_FOUND);
+        assert!(testid_text(&gone.body, "claim-gone").contains("does not exist"));
     }
     dev.shutdown().await;
 }

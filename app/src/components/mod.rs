@@ -218,3 +218,35 @@ pub fn CopyButton(text: String, label: String) -> impl IntoView {
         <button type="button" class=crate::pages::SECONDARY_BUTTON on:click=copy>{label}</button>
     }
 }
+
+/// Once hydrated: sets `live` to each JSON snapshot the server pushes on `url`
+/// (server-sent events; the browser reconnects by itself after an error). Without
+/// JavaScript the page stays as rendered and a reload shows the news.
+pub fn follow_events<T>(url: String, live: RwSignal<T>)
+where
+    T: serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    #[cfg(feature = "hydrate")]
+    {
+        use wasm_bindgen::JsCast;
+        use wasm_bindgen::closure::Closure;
+        let Ok(source) = web_sys::EventSource::new(&url) else {
+            return;
+        };
+        let on_message = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(
+            move |event: web_sys::MessageEvent| {
+                if let Some(text) = event.data().as_string()
+                    && let Ok(snapshot) = serde_json::from_str::<T>(&text)
+                {
+                    live.set(snapshot);
+                }
+            },
+        );
+        source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        // The page lives as long as the document (there is no client-side router), so the
+        // handler and the connection live as long too.
+        on_message.forget();
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (url, live);
+}

@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 
 use super::{DANGER_BUTTON, PRIMARY_BUTTON, SECONDARY_BUTTON};
-use crate::components::{AppHeader, CopyButton, Messages};
+use crate::components::{AppHeader, CopyButton, Messages, follow_events};
 use crate::i18n::Locale;
 use crate::{ClaimRow, DashboardView, PageData, PoolRow, page_state, paths};
 
@@ -24,7 +24,7 @@ pub fn Dashboard() -> impl IntoView {
         _ => DashboardView::default(),
     };
     let live = RwSignal::new(view_data);
-    follow_live_updates(live);
+    follow_events(paths::DASHBOARD_EVENTS.to_owned(), live);
     view! {
         <AppHeader />
         <main class="mx-auto max-w-5xl space-y-8 px-4 py-8">
@@ -161,24 +161,18 @@ fn Claims(claims: Vec<ClaimRow>, everyone: bool, locale: Locale) -> impl IntoVie
 
 #[component]
 fn ClaimLine(claim: ClaimRow, everyone: bool, locale: Locale) -> impl IntoView {
-    let detail = [claim.reason.as_str(), claim.message.as_str()]
-        .into_iter()
-        .filter(|s| !s.is_empty())
-        .collect::<Vec<_>>()
-        .join(": ");
-    let connect = claim
-        .addresses
-        .first()
-        .map(|address| format!("ssh sandbox@{address}"));
-    let release_question =
-        locale.t_with("dashboard-release-confirm", &[("name", claim.name.clone())]);
+    let detail = claim_detail_text(&claim);
     view! {
         <tr
             data-testid=if everyone { "any-claim" } else { "claim" }
             data-claim=claim.name.clone()
             data-phase=claim.phase.clone()
         >
-            <td class="px-3 py-2 font-mono text-xs">{claim.name.clone()}</td>
+            <td class="px-3 py-2 font-mono text-xs">
+                <a href=paths::claim(&claim.namespace, &claim.name) class="text-indigo-700 hover:underline dark:text-indigo-300">
+                    {claim.name.clone()}
+                </a>
+            </td>
             {everyone.then(|| view! { <td class="px-3 py-2">{claim.subject.clone()}</td> })}
             <td class="px-3 py-2">{claim.pool.clone()}</td>
             <td class="px-3 py-2">
@@ -191,37 +185,67 @@ fn ClaimLine(claim: ClaimRow, everyone: bool, locale: Locale) -> impl IntoView {
                 })}
             </td>
             <td class="px-3 py-2">
-                <ul class="space-y-1">
-                    {claim.addresses.iter().map(|a| view! { <li class="font-mono text-xs">{a.clone()}</li> }).collect_view()}
-                </ul>
-                {connect.map(|command| view! {
-                    <div class="mt-2 flex items-center gap-2">
-                        <code class="rounded bg-slate-100 px-2 py-1 text-xs dark:bg-slate-800" data-testid="connect">{command.clone()}</code>
-                        <CopyButton text=command label=locale.t("dashboard-copy") />
-                    </div>
-                })}
+                <Connect addresses=claim.addresses.clone() locale />
             </td>
             <td class="px-3 py-2 text-right">
-                <details>
-                    <summary class=SECONDARY_BUTTON>{locale.t("dashboard-release")}</summary>
-                    <form method="post" action=paths::release(&claim.namespace, &claim.name) class="mt-2 space-y-2">
-                        <p class="text-xs">{release_question}</p>
-                        <button type="submit" class=DANGER_BUTTON>{locale.t("dashboard-release-submit")}</button>
-                    </form>
-                </details>
+                {claim.can_release.then(|| view! { <ReleaseForm namespace=claim.namespace.clone() name=claim.name.clone() locale /> })}
             </td>
         </tr>
     }
 }
 
+/// "reason: message" of a claim, or empty.
+pub(super) fn claim_detail_text(claim: &ClaimRow) -> String {
+    [claim.reason.as_str(), claim.message.as_str()]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+/// The sandbox's addresses and a ready-to-paste connect command with a copy button.
 #[component]
-fn PhaseBadge(phase: String, locale: Locale) -> impl IntoView {
+pub(super) fn Connect(addresses: Vec<String>, locale: Locale) -> impl IntoView {
+    let connect = addresses
+        .first()
+        .map(|address| format!("ssh sandbox@{address}"));
+    view! {
+        <ul class="space-y-1">
+            {addresses.iter().map(|a| view! { <li class="font-mono text-xs">{a.clone()}</li> }).collect_view()}
+        </ul>
+        {connect.map(|command| view! {
+            <div class="mt-2 flex items-center gap-2">
+                <code class="rounded bg-slate-100 px-2 py-1 text-xs dark:bg-slate-800" data-testid="connect">{command.clone()}</code>
+                <CopyButton text=command label=locale.t("dashboard-copy") />
+            </div>
+        })}
+    }
+}
+
+/// Release behind a confirmation (a `<details>`, so it works without JavaScript).
+#[component]
+pub(super) fn ReleaseForm(namespace: String, name: String, locale: Locale) -> impl IntoView {
+    let question = locale.t_with("dashboard-release-confirm", &[("name", name.clone())]);
+    view! {
+        <details>
+            <summary class=SECONDARY_BUTTON>{locale.t("dashboard-release")}</summary>
+            <form method="post" action=paths::release(&namespace, &name) class="mt-2 space-y-2">
+                <p class="text-xs">{question}</p>
+                <button type="submit" class=DANGER_BUTTON>{locale.t("dashboard-release-submit")}</button>
+            </form>
+        </details>
+    }
+}
+
+#[component]
+pub(super) fn PhaseBadge(phase: String, locale: Locale) -> impl IntoView {
     let (key, color) = match phase.as_str() {
         "Bound" => (
             "phase-bound",
             "bg-emerald-100 text-emerald-800 dark:bg-emerald-950 dark:text-emerald-200",
         ),
-        "Pending" => (
+        // Empty: the controller has not seen the claim yet; to the person it is waiting.
+        "Pending" | "" => (
             "phase-pending",
             "bg-amber-100 text-amber-800 dark:bg-amber-950 dark:text-amber-200",
         ),
@@ -234,7 +258,7 @@ fn PhaseBadge(phase: String, locale: Locale) -> impl IntoView {
             "bg-red-100 text-red-800 dark:bg-red-950 dark:text-red-200",
         ),
         _ => (
-            "phase-new",
+            "phase-unknown",
             "bg-slate-100 text-slate-700 dark:bg-slate-800 dark:text-slate-300",
         ),
     };
@@ -247,7 +271,7 @@ fn PhaseBadge(phase: String, locale: Locale) -> impl IntoView {
 
 /// "in 59 minutes" and the instant; once hydrated it counts down every second.
 #[component]
-fn Countdown(expires_at: String, remaining_secs: i64, locale: Locale) -> impl IntoView {
+pub(super) fn Countdown(expires_at: String, remaining_secs: i64, locale: Locale) -> impl IntoView {
     let remaining = RwSignal::new(remaining_secs);
     #[cfg(feature = "hydrate")]
     {
@@ -276,7 +300,7 @@ fn Countdown(expires_at: String, remaining_secs: i64, locale: Locale) -> impl In
     }
 }
 
-fn ttl_label(secs: u32, locale: Locale) -> String {
+pub(super) fn ttl_label(secs: u32, locale: Locale) -> String {
     if secs.is_multiple_of(3600) {
         locale.t_with("ttl-hours", &[("hours", (secs / 3600).to_string())])
     } else if secs.is_multiple_of(60) {
@@ -284,32 +308,4 @@ fn ttl_label(secs: u32, locale: Locale) -> String {
     } else {
         locale.t_with("ttl-seconds", &[("seconds", secs.to_string())])
     }
-}
-
-/// Once hydrated: replaces the dashboard's data with each snapshot the server pushes
-/// (server-sent events; the browser reconnects by itself after an error).
-fn follow_live_updates(live: RwSignal<DashboardView>) {
-    #[cfg(feature = "hydrate")]
-    {
-        use wasm_bindgen::JsCast;
-        use wasm_bindgen::closure::Closure;
-        let Ok(source) = web_sys::EventSource::new(paths::DASHBOARD_EVENTS) else {
-            return;
-        };
-        let on_message = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(
-            move |event: web_sys::MessageEvent| {
-                if let Some(text) = event.data().as_string()
-                    && let Ok(view) = serde_json::from_str::<DashboardView>(&text)
-                {
-                    live.set(view);
-                }
-            },
-        );
-        source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
-        // The page lives as long as the document (there is no client-side router), so the
-        // handler and the connection live as long too.
-        on_message.forget();
-    }
-    #[cfg(not(feature = "hydrate"))]
-    let _ = live;
 }

@@ -1,0 +1,105 @@
+use leptos::prelude::*;
+
+use super::dashboard::{Connect, Countdown, PhaseBadge, ReleaseForm, claim_detail_text, ttl_label};
+use crate::components::{AppHeader, Messages, follow_events};
+use crate::i18n::Locale;
+use crate::{ClaimView, PageData, page_state, paths};
+
+/// One sandbox (SPEC §8 claim detail): phase and why, pool, whom it is for, when it was
+/// requested and bound, the countdown, the VM, how to connect, and Release. Complete
+/// without JavaScript; once hydrated it follows the claim live and says when it is gone.
+#[component]
+pub fn ClaimDetail() -> impl IntoView {
+    let state = page_state();
+    let locale = state.locale;
+    let PageData::Claim(view_data) = state.data else {
+        return view! { <AppHeader /> <main class="mx-auto max-w-3xl px-4 py-8"><Messages /></main> }
+            .into_any();
+    };
+    let events = paths::claim_events(&view_data.claim.namespace, &view_data.claim.name);
+    let live = RwSignal::new(view_data);
+    follow_events(events, live);
+    view! {
+        <AppHeader />
+        <main class="mx-auto max-w-3xl space-y-6 px-4 py-8">
+            <a href=paths::DASHBOARD.to_owned() class="text-sm text-indigo-700 hover:underline dark:text-indigo-300">
+                {locale.t("claim-back")}
+            </a>
+            <Messages />
+            {move || view! { <ClaimBody view=live.get() locale /> }}
+        </main>
+    }
+    .into_any()
+}
+
+#[component]
+fn ClaimBody(view: ClaimView, locale: Locale) -> impl IntoView {
+    let claim = view.claim;
+    let card = "rounded-2xl border border-slate-200 bg-white p-6 shadow-sm dark:border-slate-800 dark:bg-slate-900";
+    let detail = claim_detail_text(&claim);
+    let not_yet = || locale.t("claim-not-yet");
+    let fact = |label: &'static str, value: String, testid: &'static str| {
+        view! {
+            <div>
+                <dt class="text-xs font-medium uppercase tracking-wide text-slate-500">{locale.t(label)}</dt>
+                <dd class="mt-1 break-all" data-testid=testid>{value}</dd>
+            </div>
+        }
+    };
+    let title = view! {
+        <div class="flex flex-wrap items-center gap-3">
+            <h1 class="font-mono text-xl font-semibold" data-testid="claim-name">{claim.name.clone()}</h1>
+            {(!view.gone).then(|| view! { <PhaseBadge phase=claim.phase.clone() locale /> })}
+        </div>
+    };
+    if view.gone {
+        return view! {
+            {title}
+            <p class="rounded-2xl border border-dashed border-slate-300 p-8 text-center dark:border-slate-700" role="status" data-testid="claim-gone">
+                {locale.t("claim-gone")}
+            </p>
+        }
+        .into_any();
+    }
+    view! {
+        {title}
+        {(!detail.is_empty()).then(|| view! {
+            <p class="rounded-lg bg-amber-50 p-3 text-sm text-amber-900 dark:bg-amber-950 dark:text-amber-100" data-testid="claim-reason">{detail}</p>
+        })}
+        <section class=card>
+            <dl class="grid gap-4 sm:grid-cols-2">
+                {fact("claim-pool", format!("{}/{}", claim.namespace, claim.pool), "claim-pool")}
+                {fact("claim-subject", claim.subject.clone(), "claim-subject")}
+                {fact("claim-issuer", view.issuer.clone(), "claim-issuer")}
+                {fact("claim-lifetime", ttl_label(view.ttl_seconds, locale), "claim-lifetime")}
+                {fact("claim-created", view.created_at.clone().unwrap_or_else(not_yet), "claim-created")}
+                {fact("claim-bound", view.bound_at.clone().unwrap_or_else(not_yet), "claim-bound")}
+                <div>
+                    <dt class="text-xs font-medium uppercase tracking-wide text-slate-500">{locale.t("claim-expires")}</dt>
+                    <dd class="mt-1">
+                        {match claim.expires_at.clone() {
+                            Some(at) => view! {
+                                <Countdown expires_at=at remaining_secs=claim.remaining_secs.unwrap_or_default() locale />
+                            }
+                            .into_any(),
+                            None => not_yet().into_any(),
+                        }}
+                    </dd>
+                </div>
+                {fact("claim-vm", view.virtual_machine.clone().unwrap_or_else(not_yet), "claim-vm")}
+            </dl>
+        </section>
+        <section class=card aria-labelledby="connect-title">
+            <h2 id="connect-title" class="mb-3 text-lg font-semibold">{locale.t("claim-connect-title")}</h2>
+            {if claim.addresses.is_empty() {
+                view! { <p class="text-sm text-slate-500">{locale.t("claim-no-address")}</p> }.into_any()
+            } else {
+                view! { <Connect addresses=claim.addresses.clone() locale /> }.into_any()
+            }}
+        </section>
+        {claim.can_release.then(|| view! {
+            <ReleaseForm namespace=claim.namespace.clone() name=claim.name.clone() locale />
+        })}
+    }
+    .into_any()
+}
