@@ -550,9 +550,12 @@ fn create_inner(
 }
 
 /// PUT: replaces an object (or its `status`), honouring a `resourceVersion` precondition.
+/// Custom resources must carry one: their update strategy does not allow unconditional
+/// updates (apiextensions-apiserver `AllowUnconditionalUpdate() == false`), built-in kinds
+/// do.
 ///
 /// Errors: 404, 400 (name/namespace mismatch), 409 Conflict (stale resourceVersion or UID),
-/// 422 Invalid.
+/// 422 Invalid (schema, or a custom resource without `metadata.resourceVersion`).
 pub fn update(
     store: &mut Store,
     def: &ResourceDef,
@@ -562,6 +565,18 @@ pub fn update(
     body: Value,
     ctx: &mut Ctx,
 ) -> ApiResult<Value> {
+    if def.custom && meta(&body, "resourceVersion").is_empty() {
+        return Err(ApiError::invalid(
+            &def.group,
+            &def.kind,
+            name,
+            vec![Cause {
+                reason: "FieldValueInvalid".into(),
+                message: "Invalid value: 0x0: must be specified for an update".into(),
+                field: "metadata.resourceVersion".into(),
+            }],
+        ));
+    }
     update_inner(store, def, ns, name, subresource, body, ctx, false)
 }
 

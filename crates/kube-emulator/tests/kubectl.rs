@@ -468,6 +468,49 @@ async fn stale_replace_gets_409() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replace_of_a_custom_resource_needs_a_resource_version() {
+    let k = Kubectl::start().await;
+    k.with_crd_and_claim().await;
+    let current = k.ok(&["get", "vmc", "claim-a", "-o", "json"]).await;
+    let mut doc: serde_json::Value = serde_json::from_str(&current).unwrap();
+    doc["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    let path = k.file("no-rv.json", &doc.to_string());
+    // Plain `kubectl replace` fills in the current resourceVersion itself; `--raw` sends
+    // the document as it is, like any other API client.
+    let err = k
+        .fail(&[
+            "replace",
+            "--raw",
+            "/apis/banlieue.io/v1alpha1/namespaces/default/virtualmachineclaims/claim-a",
+            "-f",
+            &path,
+        ])
+        .await;
+    assert!(
+        err.contains(
+            "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+        ),
+        "{err}"
+    );
+    // A built-in kind may be replaced unconditionally, as on a real API server.
+    k.ok(&["create", "configmap", "plain", "--from-literal=a=1"])
+        .await;
+    let cm = k.ok(&["get", "configmap", "plain", "-o", "json"]).await;
+    let mut cm: serde_json::Value = serde_json::from_str(&cm).unwrap();
+    cm["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    cm["data"]["a"] = "2".into();
+    let path = k.file("cm.json", &cm.to_string());
+    k.ok(&["replace", "-f", &path]).await;
+    k.emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schema_validation_errors_for_bad_crs() {
     let k = Kubectl::start().await;
     k.with_crd_and_claim().await;
