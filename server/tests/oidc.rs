@@ -489,6 +489,13 @@ async fn refresh_dies_with_disable_password_change_and_sign_out_everywhere() {
         .unwrap();
     let (_, body) = fx.refresh(tokens["refresh_token"].as_str().unwrap()).await;
     assert_eq!(error_of(&body), "invalid_grant", "after disable");
+    let events = fx.app.store().recent_audit(20).await.unwrap();
+    assert!(
+        events.iter().any(|e| e.action == "oidc.token.refresh"
+            && e.result == "refused"
+            && e.actor == "alice"),
+        "{events:?}"
+    );
     fx.app
         .store()
         .set_disabled(alice.id, false, OffsetDateTime::now_utc())
@@ -786,6 +793,14 @@ async fn refusals_are_audited_and_refresh_cannot_widen_its_scope() {
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(error_of(&body), "invalid_scope");
+    let events = fx.app.store().recent_audit(20).await.unwrap();
+    assert!(
+        events.iter().any(|e| e.action == "oidc.token.refresh"
+            && e.result == "refused"
+            && e.actor == "alice"
+            && e.detail.contains("widen")),
+        "a refused refresh is audited with its reason: {events:?}"
+    );
 
     let unknown = fx
         .app

@@ -252,22 +252,25 @@ impl Issuer {
             .await?
             .ok_or_else(dead)?;
         let family = record.family.clone();
-        if family.client_id != client.id {
-            return Err(OAuthError::invalid_grant(
+        let refusal = if family.client_id != client.id {
+            Some(OAuthError::invalid_grant(
                 "the refresh token was issued to another client",
-            ));
-        }
-        if family.revoked_at.is_some() || family.expires_at <= now {
-            return Err(dead());
-        }
-        if let Some(asked) = form.get("scope") {
-            let granted: Vec<&str> = family.scope.split(' ').collect();
-            if !asked.split(' ').all(|scope| granted.contains(&scope)) {
-                return Err(OAuthError::new(
-                    OAuthErrorCode::InvalidScope,
-                    "a refresh cannot widen the granted scope",
-                ));
-            }
+            ))
+        } else if family.revoked_at.is_some() || family.expires_at <= now {
+            Some(dead())
+        } else {
+            form.get("scope").and_then(|asked| {
+                let granted: Vec<&str> = family.scope.split(' ').collect();
+                (!asked.split(' ').all(|scope| granted.contains(&scope))).then(|| {
+                    OAuthError::new(
+                        OAuthErrorCode::InvalidScope,
+                        "a refresh cannot widen the granted scope",
+                    )
+                })
+            })
+        };
+        if let Some(error) = refusal {
+            return Err(self.refuse_refresh(&family, source, error).await);
         }
         let user = match self.live_user(family.user_id, family.auth_time).await {
             Ok(user) => user,
@@ -276,7 +279,7 @@ impl Issuer {
                     .revoke_refresh_family(&family.id, now)
                     .await
                     .map_err(server_error)?;
-                return Err(error);
+                return Err(self.refuse_refresh(&family, source, error).await);
             }
         };
         let successor = successor_token(&family.secret, presented);
@@ -434,6 +437,26 @@ impl Issuer {
             &detail,
         )
         .await;
+    }
+
+    /// Records a refused refresh of `family` (SPEC §4: every refresh is audited, refused
+    /// ones too, with the reason) and gives the error back.
+    async fn refuse_refresh(
+        &self,
+        family: &RefreshFamilyRecord,
+        source: IpAddr,
+        error: OAuthError,
+    ) -> OAuthError {
+        self.audit_user(
+            family.user_id,
+            "oidc.token.refresh",
+            &family.client_id,
+            source,
+            "refused",
+            &error.description,
+        )
+        .await;
+        error
     }
 
     /// An audit event with the user `user_id` as actor (`-` when gone) and the client as
