@@ -251,7 +251,7 @@ pools-form-title = プールの作成・変更
 pools-delete-confirm = このプールを削除
 notice-pool-saved = プール { $name } を保存しました。
 notice-pool-deleted = プール { $name } を削除しました。使用中のサンドボックスは解放されるまで残ります。
-error-invalid-pool = プールを確認してください: 名前空間と名前 (英小文字・数字・-)、ウォーム ≤ 上限、上限 ≥ 1、CPU 1 以上、イメージ・リビジョン・メモリ・プロバイダー。
+error-invalid-pool = プールを確認してください: 名前空間・名前・プロバイダー (英小文字・数字・-)、ウォーム ≤ 上限、上限 ≥ 1、CPU 1 以上、メモリは 512Mi や 4Gi のような量、イメージ (512 文字以内) とリビジョン (128 文字以内)。
 
 ## Claim detail
 claim-back = ← ダッシュボード

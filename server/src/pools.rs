@@ -7,7 +7,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use banlieue_domain::UserName;
 use banlieue_store::UserRecord;
-use cluster::crd::{VirtualMachinePool, VirtualMachinePoolSpec, VirtualMachineTemplate};
+use cluster::crd::{
+    VirtualMachinePool, VirtualMachinePoolSpec, VirtualMachineTemplate, is_memory_quantity,
+};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
@@ -185,7 +187,8 @@ fn pool_form(pool: &VirtualMachinePool) -> PoolForm {
     }
 }
 
-/// The pool a form describes, or `None` when a field is missing or out of range.
+/// The pool a form describes, or `None` when a field is missing or out of range (the
+/// bounds of the pool CRD's schema: sizes, a memory quantity, an RFC 1123 provider name).
 fn parse_pool(form: &Form) -> Option<VirtualMachinePool> {
     let text = |name: &str| Some(form.get(name).trim().to_owned()).filter(|v| !v.is_empty());
     let number = |name: &str| form.get(name).trim().parse::<u32>().ok();
@@ -199,6 +202,9 @@ fn parse_pool(form: &Form) -> Option<VirtualMachinePool> {
     if max == 0 || warm > max || cpu == 0 {
         return None;
     }
+    let bounded = |name: &str, max_len: usize| text(name).filter(|v| v.len() <= max_len);
+    let memory = text("memory").filter(|m| is_memory_quantity(m))?;
+    let provider = text("provider").filter(|p| is_dns_label(p))?;
     Some(VirtualMachinePool {
         metadata: ObjectMeta {
             name: Some(name),
@@ -208,13 +214,13 @@ fn parse_pool(form: &Form) -> Option<VirtualMachinePool> {
         spec: VirtualMachinePoolSpec {
             warm_replicas: warm,
             max_replicas: max,
-            image_revision: text("image_revision")?,
+            image_revision: bounded("image_revision", 128)?,
             template: VirtualMachineTemplate {
                 cpu,
-                memory: text("memory")?,
-                image: text("image")?,
+                memory,
+                image: bounded("image", 512)?,
             },
-            provider_ref: text("provider")?,
+            provider_ref: provider,
             progress_deadline_seconds: None,
         },
         status: None,

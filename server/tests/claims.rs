@@ -459,6 +459,22 @@ async fn operators_manage_pools_and_developers_are_refused_by_kubernetes() {
         bad.body.contains("value=\"small\""),
         "what was typed is kept"
     );
+    for (field, value) in [("memory", "lots"), ("provider", "Not A Name")] {
+        let typed = pool("small", "2").replace(
+            &form(&[(
+                field,
+                if field == "memory" {
+                    "2Gi"
+                } else {
+                    "simulated"
+                },
+            )]),
+            &form(&[(field, value)]),
+        );
+        let refused = app.send(post_form("/pools", typed, Some(&oscar))).await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{field} {value}");
+        assert!(refused.alert().unwrap().contains("memory"), "{field}");
+    }
     let deleted = app
         .send(post_form("/pools/demo/small/delete", "", Some(&oscar)))
         .await;

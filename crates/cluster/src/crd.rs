@@ -26,6 +26,21 @@ pub const BOUND_AT_ANNOTATION: &str = "banlieue.io/bound-at";
 /// The claim controller's finalizer.
 pub const CLAIM_FINALIZER: &str = "banlieue.io/claim-protection";
 
+/// A positive memory quantity as Kubernetes writes them (`512Mi`, `4Gi`, `1.5G`): the
+/// decimal and binary suffixes of the resource.Quantity format, without exponents or signs.
+pub const MEMORY_QUANTITY_PATTERN: &str = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$";
+
+/// An RFC 1123 label, as Kubernetes names objects (here: providers).
+pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
+/// Whether `memory` is a quantity the pool schema accepts ([`MEMORY_QUANTITY_PATTERN`]).
+pub fn is_memory_quantity(memory: &str) -> bool {
+    static PATTERN: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(MEMORY_QUANTITY_PATTERN).expect("a valid pattern")
+    });
+    memory.len() <= 32 && PATTERN.is_match(memory)
+}
+
 /// A pool of warm sandbox VMs of one template.
 // `printcolumn(...)` repeats keys such as `type_ = "string"` by design of kube's derive.
 #[allow(clippy::duplicated_attributes)]
@@ -63,10 +78,12 @@ pub struct VirtualMachinePoolSpec {
     pub max_replicas: u32,
     /// The image revision new members run; unclaimed members of another revision are
     /// replaced.
+    #[schemars(length(min = 1, max = 128))]
     pub image_revision: String,
     /// What each member looks like.
     pub template: VirtualMachineTemplate,
-    /// The provider that creates the VMs (e.g. `simulated`).
+    /// The provider that creates the VMs (e.g. `simulated`): an RFC 1123 label.
+    #[schemars(length(max = 63), pattern(DNS_LABEL_PATTERN))]
     pub provider_ref: String,
     /// Seconds a member may stay not Ready before the pool reports that it is not
     /// progressing (condition `Progressing=False`). Default 600.
@@ -81,9 +98,12 @@ pub struct VirtualMachineTemplate {
     /// Virtual CPUs.
     #[schemars(range(min = 1, max = 1_024))]
     pub cpu: u32,
-    /// Memory as a Kubernetes quantity, e.g. `4Gi`.
+    /// Memory as a Kubernetes quantity with an optional decimal or binary suffix, e.g.
+    /// `4Gi`.
+    #[schemars(length(max = 32), pattern(MEMORY_QUANTITY_PATTERN))]
     pub memory: String,
     /// Image reference the provider boots.
+    #[schemars(length(min = 1, max = 512))]
     pub image: String,
 }
 

@@ -74,3 +74,53 @@ async fn schemas_refuse_bad_claims() {
         .expect("a well-formed claim is accepted");
     emu.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemas_refuse_bad_pools() {
+    let (emu, client) = start().await;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("banlieue.io", "v1alpha1", "VirtualMachinePool"),
+        "virtualmachinepools",
+    );
+    let raw: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
+    let spec = |memory: &str, provider: &str| {
+        json!({
+            "warmReplicas": 1, "maxReplicas": 2, "imageRevision": "r1",
+            "template": {"cpu": 1, "memory": memory, "image": "img"},
+            "providerRef": provider,
+        })
+    };
+    let create = |name: &str, spec: serde_json::Value| {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "banlieue.io/v1alpha1", "kind": "VirtualMachinePool",
+            "metadata": {"name": name}, "spec": spec,
+        }))
+        .unwrap();
+        let raw = raw.clone();
+        async move { raw.create(&PostParams::default(), &obj).await }
+    };
+    for (what, spec) in [
+        ("memory in words", spec("lots", "simulated")),
+        ("negative memory", spec("-1Gi", "simulated")),
+        ("unknown suffix", spec("4GB", "simulated")),
+        ("provider with capitals", spec("4Gi", "Simulated")),
+        ("provider with a slash", spec("4Gi", "a/b")),
+    ] {
+        match create("bad", spec).await {
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 422, "{what}: {}", s.message),
+            other => panic!("{what}: expected 422, got {other:?}"),
+        }
+    }
+    for (name, memory) in [
+        ("binary", "512Mi"),
+        ("decimal", "1.5G"),
+        ("bytes", "1073741824"),
+    ] {
+        create(name, spec(memory, "simulated"))
+            .await
+            .unwrap_or_else(|e| panic!("{memory} is a quantity: {e}"));
+        assert!(cluster::crd::is_memory_quantity(memory));
+    }
+    assert!(!cluster::crd::is_memory_quantity("lots"));
+    emu.shutdown().await;
+}
