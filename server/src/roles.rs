@@ -52,11 +52,13 @@ pub async fn roles_page(State(app): State<AppState>, request: Request) -> Respon
 
 /// `POST /roles` with `name` and `grant.<resource>.<verb>` checkboxes: creates or replaces
 /// the custom role (ClusterRole `console-role-<name>` labelled with its name, bound to the
-/// group `console:<name>`), by server-side apply as the admin, who then holds the role and
-/// so may grant it to others.
+/// group `console:<name>`), by server-side apply as the admin. The author of a new role
+/// then holds it and so may grant it to others (audited `role.create`); changing an
+/// existing role is audited `role.update` and grants nothing.
 pub async fn save_role(State(app): State<AppState>, request: Request) -> Response {
     let (state, user) = signed_in(&request);
     let (_, actor) = crate::admin::context(&request);
+    let source = crate::middleware::client_ip(request.extensions());
     let form = match Form::read(request.into_body()).await {
         Ok(form) => form,
         Err(error) => return render(&app, state, &user, None, None, Some(error)).await,
@@ -121,6 +123,14 @@ pub async fn save_role(State(app): State<AppState>, request: Request) -> Respons
             ..Subject::default()
         }]),
     };
+    // Only the author of a new role adopts it; editing someone's role grants nothing.
+    let existed = match Api::<ClusterRole>::all(client.clone())
+        .get_opt(&object)
+        .await
+    {
+        Ok(found) => found.is_some(),
+        Err(error) => return render(&app, state, &user, None, None, Some(refusal(error))).await,
+    };
     let apply = PatchParams::apply("banlieue-console").force();
     let applied = async {
         Api::<ClusterRole>::all(client.clone())
@@ -131,6 +141,18 @@ pub async fn save_role(State(app): State<AppState>, request: Request) -> Respons
             .await
     };
     match applied.await {
+        Ok(_) if existed => {
+            app.accounts
+                .audit(
+                    user.name.as_str(),
+                    "role.update",
+                    name.as_str(),
+                    source,
+                    "success",
+                )
+                .await;
+            back("saved", name.as_str())
+        }
         Ok(_) => match app.accounts.adopt_created_role(&actor, &name).await {
             // The author holds the role, so they may grant it (SPEC §5).
             Ok(_) => back("saved", name.as_str()),

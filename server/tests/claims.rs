@@ -395,6 +395,31 @@ async fn an_admin_creates_a_custom_role_that_changes_a_users_rights() {
     let carl = app.user("carl").await;
     assert!(carl.roles.contains("claimer"), "{:?}", carl.roles);
 
+    // Another admin who changes the role does not come to hold it.
+    app.create_user("eve", PASSWORD, &["admin"], false).await;
+    let eve = app.sign_in("eve", PASSWORD).await;
+    let changed = app
+        .send(post_form(
+            "/roles",
+            form(&[
+                ("name", "claimer"),
+                ("grant.virtualmachineclaims.create", "on"),
+                ("grant.virtualmachineclaims.list", "on"),
+                ("grant.virtualmachineclaims.get", "on"),
+            ]),
+            Some(&eve),
+        ))
+        .await;
+    assert_eq!(changed.status, StatusCode::SEE_OTHER, "{}", changed.body);
+    assert!(!app.user("eve").await.roles.contains("claimer"));
+    let events = app.store().recent_audit(50).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.actor == "eve" && e.action == "role.update" && e.target == "claimer"),
+        "{events:?}"
+    );
+
     let deleted = app
         .send(post_form("/roles/claimer/delete", "", Some(&admin)))
         .await;
