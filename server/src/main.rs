@@ -1,3 +1,4 @@
+use banlieue_store::{DatabaseCheck, Store};
 use clap::Parser;
 use server::config::{AdminCommand, Cli, Command};
 use server::startup;
@@ -21,10 +22,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve => startup::serve(config).await,
         Command::Controllers(args) => startup::run_controllers(config, args).await,
         Command::CheckConfig => {
-            let accounts = startup::open_accounts(&config).await?;
-            accounts.store().ping().await?;
+            let database = match Store::check(&config.database_url).await? {
+                DatabaseCheck::WillBeCreated { file } => {
+                    format!("database {} will be created at first start", file.display())
+                }
+                DatabaseCheck::Reachable { pending: 0 } => "database reachable".to_owned(),
+                DatabaseCheck::Reachable { pending } => {
+                    format!("database reachable, {pending} migrations to apply at start")
+                }
+            };
             println!(
-                "configuration is valid: listening on {}, external URL {}, database reachable",
+                "configuration is valid: listening on {}, external URL {}, {database}",
                 config.listen, config.external_url
             );
             Ok(())

@@ -124,9 +124,36 @@ fn configuration_errors_are_actionable() {
     );
     assert!(!message.contains("panicked"), "{message}");
 
+    // Checking changes nothing: no database file appears, none is migrated.
     let ok = console(dir.path()).arg("check-config").output().unwrap();
     assert!(ok.status.success(), "{ok:?}");
-    assert!(String::from_utf8_lossy(&ok.stdout).contains("configuration is valid"));
+    let said = String::from_utf8_lossy(&ok.stdout);
+    assert!(said.contains("configuration is valid"), "{said}");
+    assert!(said.contains("will be created at first start"), "{said}");
+    assert!(!dir.path().join("console.db").exists());
+
+    std::fs::File::create(dir.path().join("console.db")).unwrap();
+    let empty = console(dir.path()).arg("check-config").output().unwrap();
+    let said = String::from_utf8_lossy(&empty.stdout);
+    assert!(said.contains("migrations to apply at start"), "{said}");
+    assert_eq!(
+        std::fs::metadata(dir.path().join("console.db"))
+            .unwrap()
+            .len(),
+        0,
+        "nothing was written"
+    );
+
+    assert!(
+        console(dir.path())
+            .args(["admin", "bootstrap"])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let current = console(dir.path()).arg("check-config").output().unwrap();
+    let said = String::from_utf8_lossy(&current.stdout);
+    assert!(said.ends_with("database reachable\n"), "{said}");
 }
 
 #[test]

@@ -55,6 +55,16 @@ pub enum StoreError {
     Database(#[from] sqlx::Error),
 }
 
+/// What [`Store::check`] found. Checking creates and migrates nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseCheck {
+    /// The SQLite file does not exist yet; its directory does, so the first start
+    /// creates it.
+    WillBeCreated { file: PathBuf },
+    /// The database answers; `pending` migrations will be applied at the next start.
+    Reachable { pending: usize },
+}
+
 /// A pool of connections to the console's database.
 ///
 /// Cheap to clone; every clone shares the pool.
@@ -101,6 +111,56 @@ impl Store {
         let store = Self { pool, backend, url };
         store.migrate().await?;
         Ok(store)
+    }
+
+    /// Checks that the database at `url` can be used, changing nothing: no SQLite file is
+    /// created (it is opened read-only when it exists) and no migration is applied; the
+    /// answer says how many would be. Errors: those of [`Store::open`].
+    pub async fn check(url: &str) -> Result<DatabaseCheck, StoreError> {
+        static DRIVERS: Once = Once::new();
+        DRIVERS.call_once(install_default_drivers);
+        let backend = backend_of(url)?;
+        let url = match backend {
+            Backend::Postgres => url.to_owned(),
+            Backend::Sqlite => {
+                prepare_sqlite_url(url)?;
+                if let Some(file) = sqlite_file(url).filter(|file| !file.exists()) {
+                    return Ok(DatabaseCheck::WillBeCreated { file });
+                }
+                match (url.contains("mode="), url.contains('?')) {
+                    (true, _) => url.to_owned(),
+                    (false, true) => format!("{url}&mode=ro"),
+                    (false, false) => format!("{url}?mode=ro"),
+                }
+            }
+        };
+        let mut conn = sqlx::AnyConnection::connect(&url)
+            .await
+            .map_err(|e| classify_open_error(e, &url))?;
+        let applied: Vec<i64> =
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success = TRUE")
+                .fetch_all(&mut conn)
+                .await
+                .or_else(|error| match &error {
+                    // A database no console has started on yet has no migrations table.
+                    sqlx::Error::Database(db)
+                        if db.message().contains("no such table")
+                            || db.message().contains("does not exist") =>
+                    {
+                        Ok(Vec::new())
+                    }
+                    _ => Err(error),
+                })?;
+        let migrator = match backend {
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        let pending = migrator
+            .iter()
+            .filter(|m| m.migration_type.is_up_migration() && !applied.contains(&m.version))
+            .count();
+        conn.close().await?;
+        Ok(DatabaseCheck::Reachable { pending })
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {

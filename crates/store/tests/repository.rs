@@ -4,7 +4,7 @@
 //! databases on (`make test` starts one and sets it); each test gets its own database.
 
 use banlieue_domain::{RoleName, Roles, UserName};
-use banlieue_store::{AuditEvent, NewUser, Store, StoreError};
+use banlieue_store::{AuditEvent, DatabaseCheck, NewUser, Store, StoreError};
 use time::{Duration, OffsetDateTime};
 
 async fn sqlite() -> (Store, tempfile::TempDir) {
@@ -661,3 +661,34 @@ on_both_backends!(
     a_deleted_role_leaves_every_holder_works,
     a_deleted_role_leaves_every_holder
 );
+
+#[tokio::test]
+async fn checking_a_database_changes_nothing() {
+    let Ok(admin_url) = std::env::var("BANLIEUE_TEST_POSTGRES_URL") else {
+        eprintln!("BANLIEUE_TEST_POSTGRES_URL is not set: PostgreSQL check skipped");
+        return;
+    };
+    use sqlx::Connection;
+    let mut admin = sqlx::PgConnection::connect(&admin_url).await.unwrap();
+    let db = format!("store_check_{}", rand_suffix());
+    sqlx::query(&format!("CREATE DATABASE {db}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let (base, _) = admin_url.rsplit_once('/').unwrap();
+    let url = format!("{base}/{db}");
+    let DatabaseCheck::Reachable { pending } = Store::check(&url).await.unwrap() else {
+        panic!("a PostgreSQL database is reachable or an error");
+    };
+    assert!(pending > 0, "a fresh database has every migration to apply");
+    assert_eq!(
+        Store::check(&url).await.unwrap(),
+        DatabaseCheck::Reachable { pending },
+        "checking applied nothing"
+    );
+    Store::open(&url).await.unwrap().close().await;
+    assert_eq!(
+        Store::check(&url).await.unwrap(),
+        DatabaseCheck::Reachable { pending: 0 }
+    );
+}
