@@ -8,7 +8,7 @@ use app::{
 };
 use axum::extract::{Path, Query, Request, State};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Redirect, Response};
 use banlieue_domain::PasswordError;
 use banlieue_identity::{
     AUDIT_PER_PAGE, Actor, AdminError, PasswordChoice, USERS_PER_PAGE, UserProfile,
@@ -22,14 +22,37 @@ use crate::form::Form;
 use crate::middleware::{client_ip, error_page, internal_error, signed_in};
 use crate::pages;
 
-/// `GET /users?q=&page=` query. A page number that is not one is page 0 (a hand-edited
-/// URL gets the first page, not a parse error).
+/// `GET /users?q=&page=&deleted=` query. A page number that is not one is page 0 (a
+/// hand-edited URL gets the first page, not a parse error); `deleted=<name>` is where a
+/// deletion redirects, to say so.
 #[derive(Debug, Default, Deserialize)]
 pub struct UsersQuery {
     #[serde(default)]
     q: String,
     #[serde(default)]
     page: String,
+    #[serde(default)]
+    deleted: String,
+}
+
+/// What an action on a user's page did, as the `?done=` of the page it redirects to
+/// (post/redirect/get: a reload never repeats the action).
+const DONE: [(&str, Notice); 6] = [
+    ("created", Notice::UserCreated),
+    ("saved", Notice::UserSaved),
+    ("disabled", Notice::UserDisabled),
+    ("enabled", Notice::UserEnabled),
+    ("password-reset", Notice::PasswordReset),
+    ("sessions-revoked", Notice::SessionsRevoked),
+];
+
+/// 303 to the page of `name` with the notice of `done` (RFC 9110 §15.4.4).
+fn to_user_page(name: &str, done: &Notice) -> Response {
+    let token = DONE
+        .iter()
+        .find(|(_, notice)| notice == done)
+        .map_or("saved", |(token, _)| token);
+    Redirect::to(&format!("{}?done={token}", paths::user(name))).into_response()
 }
 
 fn page_number(raw: &str) -> u32 {
@@ -42,7 +65,12 @@ pub async fn users_page(
     Query(query): Query<UsersQuery>,
     request: Request,
 ) -> Response {
-    let (state, actor) = context(&request);
+    let (mut state, actor) = context(&request);
+    state.notice = banlieue_domain::UserName::parse(&query.deleted)
+        .ok()
+        .map(|name| Notice::UserDeleted {
+            name: name.as_str().to_owned(),
+        });
     users_view(
         &app,
         state,
@@ -105,17 +133,19 @@ pub async fn create_user(State(app): State<AppState>, request: Request) -> Respo
         .create_user(&actor, &name, &profile(&form), choice)
         .await
     {
-        Ok((user, shown_password)) => {
+        // A generated password is shown once, on the answer itself; it never goes in a URL.
+        Ok((user, Some(shown))) => {
             user_view(
                 &app,
                 state,
                 user,
-                shown_password,
+                Some(shown),
                 Some(Notice::UserCreated),
                 None,
             )
             .await
         }
+        Ok((user, None)) => to_user_page(user.name.as_str(), &Notice::UserCreated),
         Err(error) => match app_error(error) {
             Ok(error) => users_view(&app, state, &actor, "", 0, Some((error, form))).await,
             Err(error) => internal_error(state.locale, &error),
@@ -123,15 +153,19 @@ pub async fn create_user(State(app): State<AppState>, request: Request) -> Respo
     }
 }
 
-/// `GET /users/{name}`.
+/// `GET /users/{name}`; `?done=<action>` shows what the action that redirected here did.
 pub async fn user_page(
     State(app): State<AppState>,
     Path(name): Path<String>,
     request: Request,
 ) -> Response {
     let (state, actor) = context(&request);
+    let done = url::form_urlencoded::parse(request.uri().query().unwrap_or_default().as_bytes())
+        .find(|(key, _)| key == "done")
+        .and_then(|(_, token)| DONE.into_iter().find(|(t, _)| *t == token))
+        .map(|(_, notice)| notice);
     match app.accounts.user(&actor, &name).await {
-        Ok(user) => user_view(&app, state, user, None, None, None).await,
+        Ok(user) => user_view(&app, state, user, None, done, None).await,
         Err(error) => refusal(&app, state, error).await,
     }
 }
@@ -232,9 +266,10 @@ pub async fn user_action(
             } else {
                 match accounts.delete_user(&actor, &name, version).await {
                     Ok(()) => {
-                        let mut state = state;
-                        state.notice = Some(Notice::UserDeleted { name });
-                        return users_view(&app, state, &actor, "", 0, None).await;
+                        let query = url::form_urlencoded::Serializer::new(String::new())
+                            .append_pair("deleted", &name)
+                            .finish();
+                        return Redirect::to(&format!("{}?{query}", paths::USERS)).into_response();
                     }
                     Err(error) => Err(error),
                 }
@@ -250,7 +285,10 @@ pub async fn user_action(
         }
     };
     match outcome {
-        Ok((notice, shown)) => user_view(&app, state, current, shown, Some(notice), None).await,
+        Ok((notice, Some(shown))) => {
+            user_view(&app, state, current, Some(shown), Some(notice), None).await
+        }
+        Ok((notice, None)) => to_user_page(current.name.as_str(), &notice),
         Err(error) => match app_error(error) {
             Ok(error) => user_view(&app, state, current, None, None, Some((error, form))).await,
             Err(error) => internal_error(state.locale, &error),

@@ -252,8 +252,11 @@ async fn concurrent_edits_conflict_instead_of_overwriting() {
             Some(&admin),
         ))
         .await;
-    assert_eq!(first.status, StatusCode::OK);
-    assert!(first.body.contains("Changes saved."));
+    // Post/redirect/get: the answer is the user's page with what was done.
+    assert_eq!(first.status, StatusCode::SEE_OTHER);
+    assert_eq!(first.location(), Some("/users/bob?done=saved"));
+    let page = app.send(get("/users/bob?done=saved", Some(&admin))).await;
+    assert!(page.body.contains("Changes saved."));
     let second = app
         .send(post_form(
             "/users/bob",
@@ -294,8 +297,10 @@ async fn deletion_needs_the_name_typed() {
             Some(&admin),
         ))
         .await;
-    assert_eq!(deleted.status, StatusCode::OK);
-    assert!(deleted.body.contains("User bob deleted."));
+    assert_eq!(deleted.status, StatusCode::SEE_OTHER);
+    assert_eq!(deleted.location(), Some("/users?deleted=bob"));
+    let list = app.send(get("/users?deleted=bob", Some(&admin))).await;
+    assert!(list.body.contains("User bob deleted."));
     assert_eq!(
         app.send(get("/users/bob", Some(&admin))).await.status,
         StatusCode::NOT_FOUND
@@ -367,11 +372,26 @@ async fn hand_edited_addresses_get_pages_not_crashes() {
 async fn action_results_keep_the_user_page_address_for_the_language_switch() {
     let (app, admin) = with_admin().await;
     app.create_user("bob", PASSWORD, &[], false).await;
+    // A shown password is answered in place (never put in a URL): the language switch
+    // must still return to the user's page, not to the action's address.
     let done = app
-        .send(post_form("/users/bob/revoke-sessions", "", Some(&admin)))
+        .send(post_form(
+            "/users/bob/password",
+            form(&[("password_mode", "generate")]),
+            Some(&admin),
+        ))
         .await;
     assert_eq!(done.status, StatusCode::OK);
     assert!(done.body.contains("name=\"next\" value=\"/users/bob\""));
+    let revoked = app
+        .send(post_form("/users/bob/revoke-sessions", "", Some(&admin)))
+        .await;
+    assert_eq!(revoked.location(), Some("/users/bob?done=sessions-revoked"));
+    let page = app
+        .send(get("/users/bob?done=sessions-revoked", Some(&admin)))
+        .await;
+    assert!(page.body.contains("All sessions of this user have ended."));
+    assert!(page.body.contains("name=\"next\" value=\"/users/bob\""));
 }
 
 #[tokio::test]
