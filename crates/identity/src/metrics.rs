@@ -94,7 +94,9 @@ impl Default for IdentityMetrics {
             });
         }
         for grant_type in [GrantType::AuthorizationCode, GrantType::RefreshToken] {
-            let _ = metrics.tokens_issued.get_or_create(&GrantLabels { grant_type });
+            let _ = metrics
+                .tokens_issued
+                .get_or_create(&GrantLabels { grant_type });
         }
         metrics
     }
