@@ -443,11 +443,12 @@ async fn bind(
         }))
         .await?;
     // The first `phase: Bound` of this claim (an interrupted bind whose status already
-    // landed returned above): what the person waiting sees.
+    // landed returned above): what the person waiting sees. The end is read to the
+    // nanosecond; the start has whole seconds, so the span is long by less than a second.
     if written && let Some(created) = &claim.metadata.creation_timestamp {
         writer
             .metrics
-            .observe_bind_latency(from_time(created), convert::now());
+            .observe_bind_latency(from_time(created), OffsetDateTime::now_utc());
     }
     Ok(hold_requeue(Some(expires_at), now))
 }

@@ -81,8 +81,9 @@ pub struct Metrics {
     /// (another claim won the race, or the member went away).
     pub bind_conflicts: Counter,
     /// `banlieue_claim_bind_latency_seconds`: from a claim's `metadata.creationTimestamp`
-    /// (whole seconds, set by the API server) to the moment the claim controller wrote
-    /// `phase: Bound`, in seconds; buckets [`BIND_LATENCY_BUCKETS`].
+    /// (whole seconds, set by the API server, so a span reads up to 1 s long) to the moment
+    /// the claim controller wrote `phase: Bound`, in seconds; buckets
+    /// [`BIND_LATENCY_BUCKETS`]. One observation per claim, at its first Bound.
     pub bind_latency: Histogram,
     claims: ClaimsByPhase,
 }
@@ -227,7 +228,7 @@ impl Collector for ClaimsByPhase {
         };
         let mut metric = encoder.encode_descriptor(
             "banlieue_claims",
-            "VirtualMachineClaims by status.phase (no phase yet counts as Pending), seen by the leading claim controller",
+            "VirtualMachineClaims by status.phase (no phase yet counts as Pending), as the leading claim controller sees them.",
             None,
             MetricType::Gauge,
         )?;
