@@ -1,6 +1,6 @@
 //! The form endpoints: sign-in, password change, sign-out and the language switch, plus
-//! the health probes and the metrics. Each answers with a redirect (303, RFC 9110 §15.4.4) or with its
-//! page and the error.
+//! the health probes and the metrics. Each form answers with a redirect (303, RFC 9110
+//! §15.4.4) or with its page and the error.
 
 use app::{AppError, Locale, PageState, paths};
 use axum::extract::{Request, State};
@@ -233,7 +233,8 @@ pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// `GET /metrics` (SPEC §9): every registered metric in the OpenMetrics text format. Public
-/// like the probes; keep it on the cluster network (the chart's NetworkPolicy).
+/// like the probes, so it must stay on the cluster network (a NetworkPolicy; README,
+/// "Metrics").
 pub async fn metrics(State(app): State<AppState>) -> Response {
     let mut body = String::new();
     if let Err(error) = prometheus_client::encoding::text::encode(&mut body, &app.metrics) {

@@ -218,7 +218,7 @@ pub enum Access {
 
 /// The page access rules, enforced here and not only in the pages:
 /// - assets, health probes, metrics, the language switch and the sign-in page are public
-///   (`/metrics` is meant for the cluster network only: the chart's NetworkPolicy);
+///   (`/metrics` is meant for the cluster network only: README, "Metrics");
 /// - the OIDC issuer's endpoints and the kubeconfig are public (the authorization page
 ///   handles signed-out and must-change users itself);
 /// - everything else needs a session (pages redirect to sign-in);
