@@ -1,6 +1,6 @@
 //! The form endpoints: sign-in, password change, sign-out and the language switch, plus
-//! the health probes. Each answers with a redirect (303, RFC 9110 §15.4.4) or with its
-//! page and the error.
+//! the health probes and the metrics. Each form answers with a redirect (303, RFC 9110
+//! §15.4.4) or with its page and the error.
 
 use app::{AppError, Locale, PageState, paths};
 use axum::extract::{Request, State};
@@ -225,6 +225,30 @@ pub async fn readyz(State(app): State<AppState>) -> Response {
             (StatusCode::SERVICE_UNAVAILABLE, "database unreachable").into_response()
         }
     }
+}
+
+/// The `Content-Type` of the OpenMetrics text format that [`metrics`] serves (what
+/// prometheus-client's text encoder writes; Prometheus negotiates it).
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// `GET /metrics` (SPEC §9): every registered metric in the OpenMetrics text format. Public
+/// like the probes, so it must stay on the cluster network (a NetworkPolicy; README,
+/// "Metrics").
+pub async fn metrics(State(app): State<AppState>) -> Response {
+    let mut body = String::new();
+    if let Err(error) = prometheus_client::encoding::text::encode(&mut body, &app.metrics) {
+        tracing::error!(%error, "cannot encode the metrics");
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(OPENMETRICS_CONTENT_TYPE),
+        )],
+        body,
+    )
+        .into_response()
 }
 
 /// The `next` of a password change: only the OIDC authorization endpoint on this site.

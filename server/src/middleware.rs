@@ -217,7 +217,8 @@ pub enum Access {
 }
 
 /// The page access rules, enforced here and not only in the pages:
-/// - assets, health probes, the language switch and the sign-in page are public;
+/// - assets, health probes, metrics, the language switch and the sign-in page are public
+///   (`/metrics` is meant for the cluster network only: README, "Metrics");
 /// - the OIDC issuer's endpoints and the kubeconfig are public (the authorization page
 ///   handles signed-out and must-change users itself);
 /// - everything else needs a session (pages redirect to sign-in);
@@ -231,6 +232,7 @@ pub fn access(method: &Method, path: &str, user: Option<&UserRecord>) -> Access 
             "/favicon.svg"
                 | "/healthz"
                 | "/readyz"
+                | "/metrics"
                 | paths::LOCALE
                 | paths::KUBECONFIG
                 | endpoints::DISCOVERY
@@ -349,9 +351,11 @@ mod tests {
         let post = Method::POST;
         let normal = user(false);
         let forced = user(true);
-        let cases: [(&Method, &str, Option<&UserRecord>, Access); 14] = [
+        let cases: [(&Method, &str, Option<&UserRecord>, Access); 16] = [
             (&get, "/pkg/app.css", None, Access::Allow),
             (&get, "/healthz", None, Access::Allow),
+            (&get, "/metrics", None, Access::Allow),
+            (&get, "/metrics", Some(&forced), Access::Allow),
             (&post, "/locale", None, Access::Allow),
             (&get, "/sign-in", None, Access::Allow),
             (&post, "/sign-in", None, Access::Allow),

@@ -11,6 +11,7 @@ use banlieue_identity::Accounts;
 use banlieue_identity::oidc::{Issuer, endpoints};
 use banlieue_store::SessionBackend;
 use leptos::prelude::LeptosOptions;
+use prometheus_client::registry::Registry;
 
 use crate::admin::UserAction;
 use crate::config::Config;
@@ -26,6 +27,9 @@ pub struct AppState {
     pub kube: Option<Arc<KubeAccess>>,
     pub config: Arc<Config>,
     pub leptos: LeptosOptions,
+    /// What `/metrics` serves: the identity metrics, and the controllers' when they run in
+    /// this process ([`crate::startup::metrics_registry`]).
+    pub metrics: Arc<Registry>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -114,6 +118,7 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
         .route(paths::KUBECONFIG, get(oidc::kubeconfig))
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
+        .route("/metrics", get(handlers::metrics))
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .fallback(leptos_axum::file_and_error_handler_with_context::<
             AppState,

@@ -9,6 +9,7 @@ use banlieue_identity::oidc::Issuer;
 use banlieue_identity::{Accounts, IdentityError, PasswordHasher, ThrottlePolicy};
 use banlieue_store::Store;
 use leptos::prelude::LeptosOptions;
+use prometheus_client::registry::Registry;
 use time::OffsetDateTime;
 use tower_sessions_core::session_store::ExpiredDeletion;
 
@@ -82,15 +83,21 @@ pub async fn serve_on(
     tokio::spawn(maintain_issuer(issuer.clone()));
     let (kube, dev_cluster) = open_cluster(&mut config).await?;
     let (stop_controllers, controllers_stop) = tokio::sync::watch::channel(false);
+    let cluster_metrics = Arc::new(cluster::Metrics::default());
     let controllers = match &kube {
         Some(access) if config.run_controllers => Some(spawn_controllers(
             &config,
             access,
             dev_cluster.is_some(),
+            cluster_metrics.clone(),
             controllers_stop,
         )?),
         _ => None,
     };
+    let metrics = metrics_registry(
+        &accounts,
+        controllers.is_some().then_some(&*cluster_metrics),
+    );
     let leptos = leptos_options(&config);
     tracing::info!(listen = %listener.local_addr()?, external_url = %config.external_url, "serving");
     let state = AppState {
@@ -99,6 +106,7 @@ pub async fn serve_on(
         kube,
         config: Arc::new(config),
         leptos,
+        metrics: Arc::new(metrics),
     };
     let app = router(state, sessions);
     axum::serve(
@@ -118,6 +126,19 @@ pub async fn serve_on(
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What `/metrics` serves: the identity metrics of `accounts` (sign-ins, tokens, refresh
+/// reuse) and, when the controllers run in this process, theirs. Without them (no cluster,
+/// `--run-controllers=false`, or a separate `controllers` process) the controller metrics
+/// are absent rather than zero.
+pub fn metrics_registry(accounts: &Accounts, controllers: Option<&cluster::Metrics>) -> Registry {
+    let mut registry = Registry::default();
+    accounts.metrics().register(&mut registry);
+    if let Some(controllers) = controllers {
+        controllers.register(&mut registry);
+    }
+    registry
 }
 
 /// The OIDC issuer, with a signing key ready (the first start creates one).
@@ -173,6 +194,8 @@ pub async fn run_controllers(
         controllers.simulated_provider = Some(cluster::SimulatedProviderConfig::default());
     }
     let shutdown = shutdown_signal().context("cannot install signal handlers")?;
+    // This process has no HTTP listener, so its metrics are counted but not exported; run
+    // the controllers inside `serve` to have them on `/metrics`.
     let metrics = Arc::new(cluster::Metrics::default());
     cluster::run_controllers(access.console_client()?, controllers, metrics, shutdown).await?;
     Ok(())
@@ -217,6 +240,7 @@ fn spawn_controllers(
     config: &Config,
     access: &KubeAccess,
     simulated: bool,
+    metrics: Arc<cluster::Metrics>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let mut controllers = controller_config(config);
@@ -224,7 +248,6 @@ fn spawn_controllers(
         controllers.simulated_provider = Some(cluster::SimulatedProviderConfig::default());
     }
     let client = access.console_client()?;
-    let metrics = Arc::new(cluster::Metrics::default());
     Ok(tokio::spawn(async move {
         let mut shutdown = shutdown;
         let stop = async move {

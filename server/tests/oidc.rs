@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use serde_json::Value;
-use support::{TestApp, form, get, post_form};
+use support::{TestApp, form, get, post_form, sample};
 use time::OffsetDateTime;
 
 // RFC 7636 Appendix B.
@@ -813,5 +813,55 @@ async fn refusals_are_audited_and_refresh_cannot_widen_its_scope() {
     assert!(
         unknown.header("www-authenticate").is_some(),
         "RFC 6749 §5.2"
+    );
+}
+
+#[tokio::test]
+async fn metrics_count_tokens_by_grant_type_and_refresh_reuse() {
+    let fx = Fixture::new().await;
+    let issued = |text: &str, grant: &str| {
+        sample(
+            text,
+            &format!("banlieue_oidc_tokens_issued_total{{grant_type=\"{grant}\"}}"),
+        )
+    };
+    // A refused exchange issues nothing.
+    let code = fx.code(&authorize_params(&[])).await;
+    let (status, _) = fx.exchange(&code, Some(&"x".repeat(43))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let text = fx.app.metrics().await;
+    assert_eq!(issued(&text, "authorization_code"), Some(0.0), "{text}");
+
+    let first = fx.tokens().await;
+    let r1 = first["refresh_token"].as_str().unwrap().to_owned();
+    let (status, second) = fx.refresh(&r1).await;
+    assert_eq!(status, StatusCode::OK);
+    let r2 = second["refresh_token"].as_str().unwrap().to_owned();
+    let (status, _) = fx.refresh(&r2).await;
+    assert_eq!(status, StatusCode::OK);
+    let text = fx.app.metrics().await;
+    assert_eq!(issued(&text, "authorization_code"), Some(1.0), "{text}");
+    assert_eq!(issued(&text, "refresh_token"), Some(2.0), "{text}");
+    assert_eq!(
+        sample(&text, "banlieue_oidc_refresh_reuse_detected_total"),
+        Some(0.0),
+        "{text}"
+    );
+
+    // r1 again, two rotations later: reuse, the family is revoked and nothing is issued.
+    let (status, reuse) = fx.refresh(&r1).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(error_of(&reuse), "invalid_grant");
+    let text = fx.app.metrics().await;
+    assert!(
+        text.lines()
+            .any(|l| l == "banlieue_oidc_refresh_reuse_detected_total 1"),
+        "{text}"
+    );
+    assert_eq!(issued(&text, "refresh_token"), Some(2.0), "{text}");
+    assert_eq!(
+        sample(&text, "banlieue_sign_ins_total{result=\"success\"}"),
+        Some(1.0),
+        "the fixture's sign-in"
     );
 }

@@ -14,7 +14,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cluster::Metrics;
 use cluster::crd::CLAIM_LABEL;
 use common::*;
 use futures::StreamExt;
@@ -73,7 +72,7 @@ async fn run() {
             }
         }
     });
-    let writes_before = Metrics::get(&running.metrics.claim_writes);
+    let writes_before = running.metrics.writes.claim.get();
     let started = Instant::now();
     let creates = (0..CLAIMS).map(|i| {
         let client = client.clone();
@@ -118,10 +117,10 @@ async fn run() {
         .filter(|vm| vm.labels().contains_key(CLAIM_LABEL))
         .count();
     let double_binds = (refs.len() - distinct.len())
-        + (Metrics::get(&running.metrics.binds) as usize).saturating_sub(CLAIMS);
-    let writes = Metrics::get(&running.metrics.claim_writes) - writes_before;
+        + (running.metrics.binds.get() as usize).saturating_sub(CLAIMS);
+    let writes = running.metrics.writes.claim.get() - writes_before;
     let per_bind = writes as f64 / CLAIMS as f64;
-    let conflicts = Metrics::get(&running.metrics.bind_conflicts);
+    let conflicts = running.metrics.bind_conflicts.get();
     running.stop().await;
     emu.shutdown().await;
 

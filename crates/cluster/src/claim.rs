@@ -93,7 +93,7 @@ pub async fn reconcile_claim(
     claim: Arc<VirtualMachineClaim>,
     ctx: Arc<ClaimContext>,
 ) -> Result<Action, Error> {
-    Metrics::inc(&ctx.metrics.reconciles);
+    ctx.metrics.reconciles.claim.inc();
     let namespace = claim.namespace().ok_or_else(|| missing("namespace"))?;
     let name = claim.name_any();
     let uid = claim.uid().ok_or_else(|| missing("uid"))?;
@@ -124,7 +124,7 @@ pub async fn reconcile_claim(
             "finalizers": finalizers,
             "resourceVersion": claim.resource_version(),
         }});
-        Metrics::inc(&ctx.metrics.claim_writes);
+        ctx.metrics.writes.claim.inc();
         match claims
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -271,7 +271,7 @@ pub(crate) fn claim_error_policy(
     error: &Error,
     ctx: Arc<ClaimContext>,
 ) -> Action {
-    Metrics::inc(&ctx.metrics.reconcile_errors);
+    ctx.metrics.reconcile_errors.claim.inc();
     tracing::warn!(%error, "claim reconcile failed");
     Action::requeue(Duration::from_secs(5))
 }
@@ -328,8 +328,10 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    async fn patch_status(&self, status: Value) -> Result<(), Error> {
-        Metrics::inc(&self.metrics.claim_writes);
+    /// Merge-patches the claim's status. Returns whether it was written (`false`: the claim
+    /// is gone).
+    async fn patch_status(&self, status: Value) -> Result<bool, Error> {
+        self.metrics.writes.claim.inc();
         match self
             .claims
             .patch_status(
@@ -339,8 +341,8 @@ impl Writer<'_> {
             )
             .await
         {
-            Ok(_) => Ok(()),
-            Err(e) if is_status(&e, 404) => Ok(()),
+            Ok(_) => Ok(true),
+            Err(e) if is_status(&e, 404) => Ok(false),
             Err(e) => Err(e.into()),
         }
     }
@@ -360,6 +362,7 @@ impl Writer<'_> {
         }
         self.patch_status(json!({"phase": phase.as_str(), "reason": reason, "message": message}))
             .await
+            .map(drop)
     }
 }
 
@@ -410,17 +413,17 @@ async fn bind(
             },
             "ownerReferences": [owner],
         }});
-        Metrics::inc(&writer.metrics.claim_writes);
+        writer.metrics.writes.claim.inc();
         match vms
             .patch(&member_name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
             Ok(patched) => {
-                Metrics::inc(&writer.metrics.binds);
+                writer.metrics.binds.inc();
                 (patched, now)
             }
             Err(e) if is_status(&e, 409) || is_status(&e, 404) => {
-                Metrics::inc(&writer.metrics.bind_conflicts);
+                writer.metrics.bind_conflicts.inc();
                 tracing::debug!(claim = %claim.name_any(), member = %member_name, "lost the bind race");
                 return Ok(Action::requeue(BIND_CONFLICT_REQUEUE));
             }
@@ -428,7 +431,7 @@ async fn bind(
         }
     };
     let expires_at = bound_at + time::Duration::seconds(i64::from(claim.spec.ttl_seconds));
-    writer
+    let written = writer
         .patch_status(json!({
             "phase": "Bound",
             "reason": null,
@@ -439,6 +442,14 @@ async fn bind(
             "addresses": addresses_of(&vm),
         }))
         .await?;
+    // The first `phase: Bound` of this claim (an interrupted bind whose status already
+    // landed returned above): what the person waiting sees. The end is read to the
+    // nanosecond; the start has whole seconds, so the span is long by less than a second.
+    if written && let Some(created) = &claim.metadata.creation_timestamp {
+        writer
+            .metrics
+            .observe_bind_latency(from_time(created), OffsetDateTime::now_utc());
+    }
     Ok(hold_requeue(Some(expires_at), now))
 }
 
@@ -466,7 +477,7 @@ async fn release(
                 }),
                 ..DeleteParams::default()
             };
-            Metrics::inc(&writer.metrics.claim_writes);
+            writer.metrics.writes.claim.inc();
             match vms.delete(&vm.name_any(), &params).await {
                 // What DELETE answers for a custom resource does not say whether it is
                 // gone yet (a provider finalizer may hold it): ask.
@@ -504,7 +515,7 @@ async fn release(
             }),
             ..DeleteParams::default()
         };
-        Metrics::inc(&writer.metrics.claim_writes);
+        writer.metrics.writes.claim.inc();
         match writer.claims.delete(&claim.name_any(), &params).await {
             Ok(_) => {}
             Err(e) if is_status(&e, 404) || is_status(&e, 409) => {}
@@ -522,7 +533,7 @@ async fn release(
         "finalizers": finalizers,
         "resourceVersion": claim.resource_version(),
     }});
-    Metrics::inc(&writer.metrics.claim_writes);
+    writer.metrics.writes.claim.inc();
     match writer
         .claims
         .patch(

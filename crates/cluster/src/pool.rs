@@ -50,7 +50,7 @@ pub async fn reconcile_pool(
     pool: Arc<VirtualMachinePool>,
     ctx: Arc<PoolContext>,
 ) -> Result<Action, Error> {
-    Metrics::inc(&ctx.metrics.reconciles);
+    ctx.metrics.reconciles.pool.inc();
     if pool.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
@@ -129,7 +129,7 @@ pub async fn reconcile_pool(
             }),
             ..DeleteParams::default()
         };
-        Metrics::inc(&ctx.metrics.pool_writes);
+        ctx.metrics.writes.pool.inc();
         match vms.delete(&vm.name_any(), &params).await {
             Ok(_) => {}
             Err(e) if is_status(&e, 404) || is_status(&e, 409) => {}
@@ -155,7 +155,7 @@ pub async fn reconcile_pool(
             }),
             ..DeleteParams::default()
         };
-        Metrics::inc(&ctx.metrics.pool_writes);
+        ctx.metrics.writes.pool.inc();
         match vms.delete(&vm.name_any(), &params).await {
             Ok(_) => removed += 1,
             Err(e) if is_status(&e, 404) || is_status(&e, 409) => {}
@@ -174,7 +174,7 @@ pub async fn reconcile_pool(
     let mut created = 0u32;
     for slot in free_slots.take(want.min(room) as usize) {
         let vm = new_member(&pool, slot);
-        Metrics::inc(&ctx.metrics.pool_writes);
+        ctx.metrics.writes.pool.inc();
         match vms.create(&PostParams::default(), &vm).await {
             Ok(_) => created += 1,
             Err(e) if is_status(&e, 409) => {}
@@ -243,7 +243,7 @@ pub async fn reconcile_pool(
         }],
     };
     if status != old {
-        Metrics::inc(&ctx.metrics.pool_writes);
+        ctx.metrics.writes.pool.inc();
         let patch = Patch::Merge(json!({ "status": status }));
         match Api::<VirtualMachinePool>::namespaced(ctx.client.clone(), &namespace)
             .patch_status(&name, &PatchParams::default(), &patch)
@@ -263,7 +263,7 @@ pub(crate) fn pool_error_policy(
     error: &Error,
     ctx: Arc<PoolContext>,
 ) -> Action {
-    Metrics::inc(&ctx.metrics.reconcile_errors);
+    ctx.metrics.reconcile_errors.pool.inc();
     tracing::warn!(%error, "pool reconcile failed");
     Action::requeue(Duration::from_secs(5))
 }

@@ -62,7 +62,7 @@ pub async fn reconcile_vm(
     if vm.spec.provider_ref != SIMULATED_PROVIDER {
         return Ok(Action::await_change());
     }
-    Metrics::inc(&ctx.metrics.reconciles);
+    ctx.metrics.reconciles.provider.inc();
     let namespace = vm.namespace().ok_or(Error::MissingField {
         kind: "VirtualMachine",
         field: "namespace",
@@ -76,7 +76,7 @@ pub async fn reconcile_vm(
         let name = name.clone();
         let metrics = ctx.metrics.clone();
         async move {
-            Metrics::inc(&metrics.provider_writes);
+            metrics.writes.provider.inc();
             let params = PatchParams::default();
             let result = if status {
                 api.patch_status(&name, &params, &Patch::Merge(&patch))
@@ -157,7 +157,7 @@ pub(crate) fn provider_error_policy(
     error: &Error,
     ctx: Arc<ProviderContext>,
 ) -> Action {
-    Metrics::inc(&ctx.metrics.reconcile_errors);
+    ctx.metrics.reconcile_errors.provider.inc();
     tracing::warn!(%error, "simulated provider reconcile failed");
     Action::requeue(Duration::from_secs(2))
 }

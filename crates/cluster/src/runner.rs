@@ -225,6 +225,7 @@ async fn run_leading(
     });
     let claims_client = client.clone();
     let claims_stop = stop_signal();
+    let claims_metrics = metrics.clone();
     let claims = async move {
         let client = claims_client;
         // Do not decide from empty caches.
@@ -235,16 +236,29 @@ async fn run_leading(
         );
         let claims_cache = controller.store();
         let members_cache = members.clone();
-        controller
+        let wake_cache = claims_cache.clone();
+        let run = controller
             .watches(
                 api::<VirtualMachine>(&client, namespace),
                 watch_config.clone(),
-                move |vm: VirtualMachine| claims_to_wake(&claims_cache, &members_cache, &vm),
+                move |vm: VirtualMachine| claims_to_wake(&wake_cache, &members_cache, &vm),
             )
             .graceful_shutdown_on(claims_stop)
             .run(reconcile_claim, claim_error_policy, claim_ctx)
-            .for_each(|_| futures::future::ready(()))
-            .await;
+            .for_each(|_| futures::future::ready(()));
+        // `banlieue_claims` counts this cache once it has listed every claim (an empty
+        // cache would read as "no claims"), and only while this replica leads.
+        let follow = async {
+            if claims_cache.wait_until_ready().await.is_ok() {
+                claims_metrics.follow_claims(claims_cache.clone());
+            }
+            std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            () = run => {}
+            () = follow => {}
+        }
+        claims_metrics.forget_claims();
     };
 
     let pool_ctx = Arc::new(PoolContext {

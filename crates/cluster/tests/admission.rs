@@ -224,7 +224,7 @@ async fn the_claim_subject_policy() {
                 .any(|f| f == "banlieue.io/claim-protection")
         );
     }
-    assert_eq!(cluster::Metrics::get(&running.metrics.reconcile_errors), 0);
+    assert_eq!(running.metrics.reconcile_errors.total(), 0);
     running.stop().await;
 
     // Without the params ConfigMap the binding denies (parameterNotFoundAction: Deny).

@@ -4,7 +4,6 @@ mod common;
 
 use std::time::Duration;
 
-use cluster::Metrics;
 use common::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
@@ -16,6 +15,11 @@ async fn holder(client: &kube::Client) -> Option<String> {
         .unwrap()?
         .spec?
         .holder_identity
+}
+
+fn bound_claims(metrics: &cluster::Metrics) -> Option<u64> {
+    let counts = metrics.claims_by_phase()?;
+    counts.iter().find(|(p, _)| *p == "Bound").map(|(_, n)| *n)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -32,18 +36,47 @@ async fn one_replica_reconciles_and_the_other_takes_over() {
     } else {
         (b, a)
     };
-    assert!(Metrics::get(&leading.metrics.reconciles) > 0);
+    assert!(leading.metrics.reconciles.total() > 0);
     assert_eq!(
-        Metrics::get(&following.metrics.reconciles),
+        following.metrics.reconciles.total(),
         0,
         "the follower reconciled"
     );
+    // Only the leader reports claims by phase, so a sum over replicas counts each once.
+    wait_for(
+        "the leader counts c1 Bound",
+        Duration::from_secs(10),
+        || {
+            let bound = bound_claims(&leading.metrics);
+            async move { (bound == Some(1)).then_some(()) }
+        },
+    )
+    .await;
+    assert_eq!(following.metrics.claims_by_phase(), None);
+    let exposition = exposition(&leading.metrics);
+    assert!(
+        exposition
+            .lines()
+            .any(|l| l == "banlieue_claim_bind_latency_seconds_count 1"),
+        "{exposition}"
+    );
+    let leading_metrics = leading.metrics.clone();
 
     // The leader shuts down: it releases the Lease and the follower takes over.
     leading.stop().await;
+    assert_eq!(leading_metrics.claims_by_phase(), None);
     create_claim(&client, &claim("c2", "p", 600, "alice")).await;
     wait_phase(&client, "c2", "Bound", Duration::from_secs(20)).await;
-    assert!(Metrics::get(&following.metrics.reconciles) > 0);
+    assert!(following.metrics.reconciles.total() > 0);
+    wait_for(
+        "the new leader counts both Bound",
+        Duration::from_secs(10),
+        || {
+            let bound = bound_claims(&following.metrics);
+            async move { (bound == Some(2)).then_some(()) }
+        },
+    )
+    .await;
     let now_leading = holder(&client).await.expect("a holder");
     assert_ne!(now_leading, leader);
     following.stop().await;

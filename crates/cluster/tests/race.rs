@@ -6,7 +6,6 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use cluster::Metrics;
 use cluster::crd::{CLAIM_LABEL, VirtualMachineClaim};
 use common::*;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -135,7 +134,18 @@ async fn fifty_claims_against_twenty_ready_members() {
     assert!(list_vms(&client).await.len() <= 60);
     // Every successful member patch is one of the 50 binds: no member was taken twice, even
     // transiently; the losers of the race got 409s.
-    assert_eq!(Metrics::get(&running.metrics.binds), 50);
+    assert_eq!(running.metrics.binds.get(), 50);
+    // One bind-latency observation per claim, at its first `phase: Bound` (the status write
+    // lands just before the observation: poll).
+    wait_for("50 bind latencies", T, || {
+        let text = exposition(&running.metrics);
+        async move {
+            text.lines()
+                .any(|l| l == "banlieue_claim_bind_latency_seconds_count 50")
+                .then_some(())
+        }
+    })
+    .await;
     running.stop().await;
     emu.shutdown().await;
 }

@@ -1,6 +1,6 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use banlieue_domain::{BuiltinRole, Password, PasswordError, RoleName, Roles, UserName};
@@ -9,7 +9,7 @@ use rand::Rng;
 use rand::distributions::Alphanumeric;
 use time::OffsetDateTime;
 
-use crate::{HashError, PasswordHasher, SignInThrottle, ThrottlePolicy};
+use crate::{HashError, IdentityMetrics, PasswordHasher, SignInThrottle, ThrottlePolicy};
 
 /// Failures that are nobody's input mistake: the database or the hasher broke.
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +113,7 @@ pub struct Accounts {
     throttle: SignInThrottle,
     cache: Mutex<HashMap<i64, (Instant, UserRecord)>>,
     cache_ttl: Duration,
+    metrics: Arc<IdentityMetrics>,
 }
 
 /// How long a request may trust a cached user before re-reading it (SPEC §3: ≤ 10 s).
@@ -129,6 +130,7 @@ impl Accounts {
             throttle: SignInThrottle::new(throttle),
             cache: Mutex::new(HashMap::new()),
             cache_ttl: USER_CACHE_TTL,
+            metrics: Arc::default(),
         }
     }
 
@@ -144,6 +146,12 @@ impl Accounts {
 
     pub fn hasher(&self) -> &PasswordHasher {
         &self.hasher
+    }
+
+    /// The counters of sign-ins, tokens issued and refresh reuse, fed by every audit event
+    /// this service writes; register them to export them.
+    pub fn metrics(&self) -> &Arc<IdentityMetrics> {
+        &self.metrics
     }
 
     /// Checks a user name and password. Every path that reaches the password check costs
@@ -432,6 +440,9 @@ impl Accounts {
             .await;
     }
 
+    /// Appends an audit event with a detail, and counts it in [`Accounts::metrics`] (the one
+    /// place the identity metrics are fed, whether or not the write succeeds: the event
+    /// happened).
     pub(crate) async fn audit_event(
         &self,
         actor: &str,
@@ -441,6 +452,7 @@ impl Accounts {
         result: &str,
         detail: &str,
     ) {
+        self.metrics.observe(action, result);
         let event = AuditEvent {
             at: OffsetDateTime::now_utc(),
             actor: actor.to_owned(),

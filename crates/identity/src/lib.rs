@@ -7,6 +7,7 @@
 mod accounts;
 mod admin;
 mod hasher;
+pub mod metrics;
 pub mod oidc;
 mod throttle;
 
@@ -19,4 +20,5 @@ pub use admin::{
     UserProfile,
 };
 pub use hasher::{HashError, PasswordHasher};
+pub use metrics::IdentityMetrics;
 pub use throttle::{SignInThrottle, ThrottlePolicy};

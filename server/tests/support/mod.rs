@@ -101,6 +101,7 @@ impl TestApp {
             .await
             .unwrap();
         let state = AppState {
+            metrics: Arc::new(startup::metrics_registry(&accounts, None)),
             accounts: accounts.clone(),
             issuer: issuer.clone(),
             kube: None,
@@ -135,10 +136,11 @@ impl TestApp {
             destroy_after: Duration::from_millis(100),
         });
         let client = dev.access.console_client().unwrap();
+        let metrics = Arc::new(cluster::Metrics::default());
         tokio::spawn(cluster::run_controllers(
             client,
             controllers,
-            Arc::new(cluster::Metrics::default()),
+            metrics.clone(),
             std::future::pending(),
         ));
         let config = server::config::Cli::try_parse_from(["banlieue-console"])
@@ -148,6 +150,7 @@ impl TestApp {
             .unwrap();
         let sessions = app.store().session_backend().await.unwrap();
         let state = AppState {
+            metrics: Arc::new(startup::metrics_registry(&app.accounts, Some(&metrics))),
             accounts: app.accounts.clone(),
             issuer: app.issuer.clone(),
             kube: Some(dev.access.clone()),
@@ -249,6 +252,14 @@ impl TestApp {
         }
     }
 
+    /// `GET /metrics`, unauthenticated as Prometheus scrapes it; asserts 200 and returns the
+    /// exposition.
+    pub async fn metrics(&self) -> String {
+        let response = self.send(get("/metrics", None)).await;
+        assert_eq!(response.status, StatusCode::OK, "{}", response.body);
+        response.body
+    }
+
     /// Signs in and returns the session cookie (`name=value`).
     pub async fn sign_in(&self, name: &str, password: &str) -> String {
         let response = self
@@ -315,6 +326,15 @@ impl TestResponse {
         let text_end = text_start + self.body[text_start..].find('<')?;
         Some(self.body[text_start..text_end].to_owned())
     }
+}
+
+/// The value of the sample `series` (name and labels exactly as exposed, e.g.
+/// `banlieue_sign_ins_total{result="success"}`) in a `/metrics` exposition.
+pub fn sample(exposition: &str, series: &str) -> Option<f64> {
+    exposition.lines().find_map(|line| {
+        let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+        value.split(' ').next()?.parse().ok()
+    })
 }
 
 /// `application/x-www-form-urlencoded` encoding of `fields`.

@@ -261,6 +261,15 @@ impl Running {
     }
 }
 
+/// `metrics` in the text format `/metrics` serves.
+pub fn exposition(metrics: &Metrics) -> String {
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    text
+}
+
 /// Test timings: fast pool resync, provider Ready and destroyed "after 300 ms" — counted
 /// from second-precision Kubernetes timestamps, so anything up to about 1.3 s. The lease
 /// leaves the leader several seconds of slack before a follower may take over.
