@@ -99,7 +99,8 @@ test('an expired sandbox leaves the page by itself', async ({ page }, info) => {
   });
 });
 
-test('the dashboard speaks Japanese', async ({ browser }, info) => {
+test('the whole journey in Japanese', async ({ browser }, info) => {
+  test.setTimeout(90_000);
   const js = info.project.use.javaScriptEnabled !== false;
   const context = await browser.newContext({
     baseURL: info.project.use.baseURL,
@@ -112,6 +113,25 @@ test('the dashboard speaks Japanese', async ({ browser }, info) => {
   await page.getByLabel('パスワード', { exact: true }).fill(NEW_ADMIN_PASSWORD);
   await page.getByRole('button', { name: 'サインイン' }).click();
   await expect(page.getByRole('heading', { name: 'プール' })).toBeVisible();
-  await expect(page.getByRole('button', { name: 'サンドボックスを確保' })).toBeVisible();
+  const pool = page.locator('[data-pool="sandbox"]');
+  await pool.getByLabel('利用期間').selectOption('900');
+  await pool.getByRole('button', { name: 'サンドボックスを確保' }).click();
+  await expect(page.getByRole('status')).toContainText('を作成しました');
+  const claim = page.getByTestId('claim').first();
+  await until(page, js, async (timeout) => {
+    await expect(claim.getByTestId('phase')).toHaveText('割り当て済み', { timeout });
+  });
+  await expect(claim.getByTestId('countdown')).toContainText(/あと 1[45] 分/);
+
+  const name = (await claim.getAttribute('data-claim'))!;
+  await claim.getByRole('link', { name }).click();
+  await expect(page.getByText('仮想マシン')).toBeVisible();
+  await expect(page.getByRole('heading', { name: '接続' })).toBeVisible();
+  await page.getByText('解放…').click();
+  await page.getByRole('button', { name: '解放', exact: true }).click();
+  await expect(page.getByRole('status')).toContainText('を解放しています');
+  await until(page, js, async (timeout) => {
+    await expect(page.getByTestId('claim')).toHaveCount(0, { timeout });
+  });
   await context.close();
 });
