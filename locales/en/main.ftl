@@ -196,6 +196,7 @@ dashboard-expires-in = { $minutes ->
    *[other] in { $minutes } minutes
 }
 dashboard-expires-soon = in less than a minute
+dashboard-expires-in-hours = in { $hours } h { $minutes } min
 dashboard-connect = Connect command
 dashboard-copy = Copy
 dashboard-release = Release…

@@ -187,6 +187,7 @@ dashboard-col-expires = 期限
 dashboard-col-addresses = アドレス
 dashboard-expires-in = あと { $minutes } 分
 dashboard-expires-soon = 1 分以内
+dashboard-expires-in-hours = あと { $hours } 時間 { $minutes } 分
 dashboard-connect = 接続コマンド
 dashboard-copy = コピー
 dashboard-release = 解放…

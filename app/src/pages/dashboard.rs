@@ -269,7 +269,8 @@ pub(super) fn PhaseBadge(phase: String, locale: Locale) -> impl IntoView {
     }
 }
 
-/// "in 59 minutes" and the instant; once hydrated it counts down every second.
+/// "in 59 minutes (59:58)", "in 3 h 59 min (3:59:58)", with the instant as its title;
+/// once hydrated it counts down every second.
 #[component]
 pub(super) fn Countdown(expires_at: String, remaining_secs: i64, locale: Locale) -> impl IntoView {
     let remaining = RwSignal::new(remaining_secs);
@@ -283,20 +284,29 @@ pub(super) fn Countdown(expires_at: String, remaining_secs: i64, locale: Locale)
             on_cleanup(move || handle.clear());
         }
     }
-    let text = move || {
-        let secs = remaining.get();
-        let clock = if secs >= 60 {
-            locale.t_with(
-                "dashboard-expires-in",
-                &[("minutes", (secs / 60).to_string())],
-            )
-        } else {
-            locale.t("dashboard-expires-soon")
-        };
-        format!("{clock} ({}:{:02})", secs / 60, secs % 60)
-    };
+    let text = move || countdown_text(remaining.get(), locale);
     view! {
         <time datetime=expires_at.clone() title=expires_at data-testid="countdown">{text}</time>
+    }
+}
+
+/// What a countdown says with `secs` left: words, then the clock.
+fn countdown_text(secs: i64, locale: Locale) -> String {
+    let (hours, minutes, seconds) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    if hours > 0 {
+        let words = locale.t_with(
+            "dashboard-expires-in-hours",
+            &[
+                ("hours", hours.to_string()),
+                ("minutes", minutes.to_string()),
+            ],
+        );
+        format!("{words} ({hours}:{minutes:02}:{seconds:02})")
+    } else if minutes > 0 {
+        let words = locale.t_with("dashboard-expires-in", &[("minutes", minutes.to_string())]);
+        format!("{words} ({minutes}:{seconds:02})")
+    } else {
+        format!("{} (0:{seconds:02})", locale.t("dashboard-expires-soon"))
     }
 }
 
@@ -307,5 +317,25 @@ pub(super) fn ttl_label(secs: u32, locale: Locale) -> String {
         locale.t_with("ttl-minutes", &[("minutes", (secs / 60).to_string())])
     } else {
         locale.t_with("ttl-seconds", &[("seconds", secs.to_string())])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn countdowns_read_in_hours_minutes_or_seconds() {
+        let en = |secs| countdown_text(secs, Locale::En);
+        assert_eq!(en(14_398), "in 3 h 59 min (3:59:58)");
+        assert_eq!(en(3_600), "in 1 h 0 min (1:00:00)");
+        assert_eq!(en(3_599), "in 59 minutes (59:59)");
+        assert_eq!(en(61), "in 1 minute (1:01)");
+        assert_eq!(en(59), "in less than a minute (0:59)");
+        assert_eq!(en(0), "in less than a minute (0:00)");
+        assert_eq!(
+            countdown_text(14_398, Locale::Ja),
+            "あと 3 時間 59 分 (3:59:58)"
+        );
     }
 }
