@@ -270,7 +270,7 @@ pools-form-title = Create or change a pool
 pools-delete-confirm = Delete this pool
 notice-pool-saved = Pool { $name } saved.
 notice-pool-deleted = Pool { $name } deleted; claimed sandboxes stay until released.
-error-invalid-pool = Check the pool: a namespace, a name and a provider (lowercase letters, digits, -), warm ≤ maximum, maximum ≥ 1, at least 1 CPU, memory as a quantity such as 512Mi or 4Gi, an image (up to 512 characters) and a revision (up to 128).
+error-invalid-pool = Check the pool: a namespace, a name and a provider (lowercase letters, digits, -), warm ≤ maximum, maximum between 1 and 10,000, 1 to 1,024 CPUs, memory as a quantity such as 512Mi or 4Gi, an image (up to 512 characters) and a revision (up to 128).
 
 ## Claim detail
 claim-back = ← Dashboard

@@ -3,6 +3,7 @@
 //! ([`KubeAccess::as_user`]), so Kubernetes RBAC and the claim admission policy decide.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use app::{
     AppError, ClaimRow, ClaimView, DashboardView, Notice, Page, PageData, PageState, PoolRow, paths,
@@ -12,6 +13,8 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
 use banlieue_domain::BuiltinRole;
+use banlieue_domain::object_names::{is_dns_label, is_dns_subdomain};
+use banlieue_identity::SessionGrant;
 use banlieue_store::UserRecord;
 use cluster::crd::{
     ClaimSubject, VirtualMachineClaim, VirtualMachineClaimSpec, VirtualMachinePool,
@@ -28,8 +31,9 @@ use time::OffsetDateTime;
 
 use crate::AppState;
 use crate::form::Form;
-use crate::middleware::{internal_error, signed_in};
+use crate::middleware::{error_page, internal_error, signed_in};
 use crate::pages;
+use crate::session::AUTH_KEY;
 
 /// `GET /`: the dashboard; `?claimed=<name>` / `?released=<name>` (where a claim or
 /// release redirects, so a reload never posts again) show their notice.
@@ -37,11 +41,7 @@ pub async fn dashboard_page(State(app): State<AppState>, request: Request) -> Re
     let notice = url::form_urlencoded::parse(request.uri().query().unwrap_or_default().as_bytes())
         .find_map(|(key, name)| {
             let name = name.into_owned();
-            let is_name = !name.is_empty()
-                && name.len() <= 253
-                && name.bytes().all(|b| {
-                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'
-                });
+            let is_name = is_dns_subdomain(&name);
             match key.as_ref() {
                 "claimed" if is_name => Some(Notice::ClaimCreated { name }),
                 "released" if is_name => Some(Notice::ReleaseRequested { name }),
@@ -139,6 +139,9 @@ pub async fn release_claim(
 ) -> Response {
     let (state, user) = signed_in(&request);
     let source = crate::middleware::client_ip(request.extensions());
+    if !is_object_path(&namespace, &name) {
+        return error_page(state.locale, &AppError::NotFound);
+    }
     let Some(client) = user_client(&app, &user) else {
         return render(
             &app,
@@ -169,22 +172,23 @@ pub async fn dashboard_events(State(app): State<AppState>, request: Request) -> 
     let Some(client) = user_client(&app, &user) else {
         return StatusCode::NOT_FOUND.into_response();
     };
-    Sse::new(snapshots(app, user, client))
-        .keep_alive(KeepAlive::default())
-        .into_response()
-}
-
-fn snapshots(
-    app: AppState,
-    user: UserRecord,
-    client: kube::Client,
-) -> impl Stream<Item = Result<Event, Infallible>> {
+    let Some(viewer) = Viewer::of(&request).await else {
+        return StatusCode::UNAUTHORIZED.into_response();
+    };
     let claims = changes(Api::<VirtualMachineClaim>::all(client.clone()), None);
     let pools = changes(Api::<VirtualMachinePool>::all(client), None);
-    live_snapshots(futures::stream::select(claims, pools), move || {
-        let (app, user) = (app.clone(), user.clone());
-        async move { dashboard_view(&app, &user).await.ok() }
-    })
+    let stream = live_snapshots(
+        app.clone(),
+        viewer,
+        futures::stream::select(claims, pools),
+        move |user| {
+            let app = app.clone();
+            async move { dashboard_view(&app, &user).await.ok() }
+        },
+    );
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 /// `GET /claims/{namespace}/{name}`: one claim's page, read as the person; 404 with the
@@ -195,7 +199,12 @@ pub async fn claim_page(
     request: Request,
 ) -> Response {
     let (mut state, user) = signed_in(&request);
-    match claim_view(&app, &user, &namespace, &name).await {
+    let found = if is_object_path(&namespace, &name) {
+        claim_view(&app, &user, &namespace, &name).await
+    } else {
+        Ok(None)
+    };
+    match found {
         Ok(Some(view)) => {
             state.data = PageData::Claim(view);
             pages::render(&app, state, StatusCode::OK).await
@@ -219,26 +228,91 @@ pub async fn claim_events(
     Path((namespace, name)): Path<(String, String)>,
     request: Request,
 ) -> Response {
-    let (_, user) = signed_in(&request);
+    let (state, user) = signed_in(&request);
+    if !is_object_path(&namespace, &name) {
+        return StatusCode::NOT_FOUND.into_response();
+    }
     let Some(client) = user_client(&app, &user) else {
         return StatusCode::NOT_FOUND.into_response();
     };
+    let Some(viewer) = Viewer::of(&request).await else {
+        return StatusCode::UNAUTHORIZED.into_response();
+    };
     let api = Api::<VirtualMachineClaim>::namespaced(client, &namespace);
-    let selector = format!("metadata.name={name}");
-    let stream = live_snapshots(changes(api, Some(&selector)), move || {
-        let (app, user, namespace, name) =
-            (app.clone(), user.clone(), namespace.clone(), name.clone());
-        async move {
-            match claim_view(&app, &user, &namespace, &name).await {
-                Ok(Some(view)) => Some(view),
-                Ok(None) => Some(ClaimView::gone(&namespace, &name)),
-                Err(_) => None,
-            }
+    // Kubernetes' answer to reading it decides, before any stream is opened.
+    match api.get_opt(&name).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return StatusCode::NOT_FOUND.into_response(),
+        Err(kube::Error::Api(status)) => {
+            return StatusCode::from_u16(status.code)
+                .unwrap_or(StatusCode::FORBIDDEN)
+                .into_response();
         }
-    });
+        Err(error) => return internal_error(state.locale, &anyhow::anyhow!(error)),
+    }
+    let selector = format!("metadata.name={name}");
+    let stream = live_snapshots(
+        app.clone(),
+        viewer,
+        changes(api, Some(&selector)),
+        move |user| {
+            let (app, namespace, name) = (app.clone(), namespace.clone(), name.clone());
+            async move {
+                match claim_view(&app, &user, &namespace, &name).await {
+                    Ok(Some(view)) => Some(view),
+                    Ok(None) => Some(ClaimView::gone(&namespace, &name)),
+                    Err(_) => None,
+                }
+            }
+        },
+    );
     Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response()
+}
+
+/// Whether `namespace/name` from a URL may name a claim or pool ([`is_dns_label`],
+/// [`is_dns_subdomain`]); anything else is 404 before Kubernetes is asked.
+pub(crate) fn is_object_path(namespace: &str, name: &str) -> bool {
+    is_dns_label(namespace) && is_dns_subdomain(name)
+}
+
+/// The person a live stream serves, re-checked before every snapshot (and at least every
+/// [`RECHECK`]), so a stream ends with its session — sign-out, "sign out everywhere", a
+/// disabled account, a password reset — and follows role changes.
+struct Viewer {
+    grant: SessionGrant,
+    source: std::net::IpAddr,
+}
+
+/// How often an idle live stream re-checks its session.
+const RECHECK: std::time::Duration = std::time::Duration::from_secs(15);
+
+impl Viewer {
+    /// The viewer of `request`'s session (`None` without one). Not `async` over the
+    /// request itself, which is not `Sync`: the session and address are taken first.
+    fn of(request: &Request) -> impl Future<Output = Option<Self>> + Send + use<> {
+        let session = request
+            .extensions()
+            .get::<tower_sessions::Session>()
+            .cloned();
+        let source = crate::middleware::client_ip(request.extensions());
+        async move {
+            let grant = session?.get::<SessionGrant>(AUTH_KEY).await.ok()??;
+            Some(Self { grant, source })
+        }
+    }
+
+    /// The person as they are now, or `None` when their session has ended or they must
+    /// change their password first.
+    async fn current(&self, app: &AppState) -> Option<UserRecord> {
+        let user = app
+            .accounts
+            .check_session(&self.grant, self.source)
+            .await
+            .ok()??;
+        (!user.must_change_password).then_some(user)
+    }
 }
 
 /// A tick for each batch of watch events on `api` (with an optional field selector),
@@ -259,21 +333,39 @@ where
     watcher(api, config).default_backoff().map(|_| ())
 }
 
-/// Server-sent events carrying `load()`'s JSON after each batch of `changes`, skipping a
-/// snapshot equal to the last one sent (and any `load` that failed).
+/// Server-sent events carrying `load(user)`'s JSON after each batch of `changes` (and at
+/// least every [`RECHECK`]), skipping a snapshot equal to the last one sent and any `load`
+/// that failed. Before each load the viewer's session is checked: the stream ends when it
+/// has ended, and when the console shuts down.
 fn live_snapshots<T, Fut>(
+    app: AppState,
+    viewer: Viewer,
     changes: impl Stream<Item = ()> + Send,
-    load: impl Fn() -> Fut + Send,
+    load: impl Fn(UserRecord) -> Fut + Send + Sync + 'static,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send
 where
     T: serde::Serialize + PartialEq + Clone + Send,
     Fut: Future<Output = Option<T>> + Send,
 {
-    changes
+    let ticks = futures::stream::unfold((), |()| async {
+        tokio::time::sleep(RECHECK).await;
+        Some(((), ()))
+    });
+    let stopping = app.stopping.clone().cancelled_owned();
+    let (viewer, load) = (Arc::new(viewer), Arc::new(load));
+    futures::stream::select(changes, ticks)
         .ready_chunks(256)
-        .then(move |_| load())
-        .scan(None::<T>, |last, snapshot| {
-            let fresh = snapshot.filter(|s| last.as_ref() != Some(s));
+        .then(move |_| {
+            let (app, viewer, load) = (app.clone(), viewer.clone(), load.clone());
+            async move {
+                let user = viewer.current(&app).await?;
+                Some(load(user).await)
+            }
+        })
+        .take_while(|checked| std::future::ready(checked.is_some()))
+        .filter_map(|checked| std::future::ready(checked.flatten()))
+        .scan(None::<T>, |last, snapshot: T| {
+            let fresh = (last.as_ref() != Some(&snapshot)).then_some(snapshot);
             if let Some(snapshot) = &fresh {
                 *last = Some(snapshot.clone());
             }
@@ -283,6 +375,7 @@ where
             let json = serde_json::to_string(&fresh?).ok()?;
             Some(Ok(Event::default().data(json)))
         })
+        .take_until(stopping)
 }
 
 async fn render(

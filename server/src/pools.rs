@@ -5,7 +5,7 @@ use app::{AppError, Notice, Page, PageData, PageState, PoolForm, PoolsView, path
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use banlieue_domain::UserName;
+use banlieue_domain::object_names::{is_dns_label, is_dns_subdomain};
 use banlieue_store::UserRecord;
 use cluster::crd::{
     VirtualMachinePool, VirtualMachinePoolSpec, VirtualMachineTemplate, is_memory_quantity,
@@ -29,11 +29,11 @@ pub async fn pools_page(State(app): State<AppState>, request: Request) -> Respon
             .collect();
     let value = |key: &str| query.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
     let notice = value("saved")
-        .filter(|n| is_dns_label(n))
+        .filter(|n| is_dns_subdomain(n))
         .map(|name| Notice::PoolSaved { name })
         .or_else(|| {
             value("deleted")
-                .filter(|n| is_dns_label(n))
+                .filter(|n| is_dns_subdomain(n))
                 .map(|name| Notice::PoolDeleted { name })
         });
     render(&app, state, &user, value("edit").as_deref(), notice, None).await
@@ -103,6 +103,9 @@ pub async fn delete_pool(
 ) -> Response {
     let (state, user) = signed_in(&request);
     let source = crate::middleware::client_ip(request.extensions());
+    if !crate::claims::is_object_path(&namespace, &name) {
+        return error_page(state.locale, &AppError::NotFound);
+    }
     let Some(client) = user_client(&app, &user) else {
         return error_page(state.locale, &AppError::NoClusterConfigured);
     };
@@ -193,13 +196,14 @@ fn parse_pool(form: &Form) -> Option<VirtualMachinePool> {
     let text = |name: &str| Some(form.get(name).trim().to_owned()).filter(|v| !v.is_empty());
     let number = |name: &str| form.get(name).trim().parse::<u32>().ok();
     let namespace = text("namespace").filter(|n| is_dns_label(n))?;
-    let name = text("name").filter(|n| is_dns_label(n))?;
+    let name = text("name").filter(|n| is_dns_subdomain(n))?;
     let (warm, max, cpu) = (
         number("warm_replicas")?,
         number("max_replicas")?,
         number("cpu")?,
     );
-    if max == 0 || warm > max || cpu == 0 {
+    // The CRD's bounds (crates/cluster/src/crd.rs), so the person reads our message.
+    if max == 0 || warm > max || max > 10_000 || !(1..=1_024).contains(&cpu) {
         return None;
     }
     let bounded = |name: &str, max_len: usize| text(name).filter(|v| v.len() <= max_len);
@@ -225,10 +229,4 @@ fn parse_pool(form: &Form) -> Option<VirtualMachinePool> {
         },
         status: None,
     })
-}
-
-/// A Kubernetes object name of the kind our pools use (RFC 1123 label), checked with the
-/// same rule as console user names.
-fn is_dns_label(name: &str) -> bool {
-    UserName::parse(name).is_ok()
 }

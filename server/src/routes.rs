@@ -30,6 +30,9 @@ pub struct AppState {
     /// What `/metrics` serves: the identity metrics, and the controllers' when they run in
     /// this process ([`crate::startup::metrics_registry`]).
     pub metrics: Arc<Registry>,
+    /// Cancelled when the console begins to shut down: long-lived responses (the live
+    /// event streams) end then, so the graceful shutdown does not wait on open pages.
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 impl FromRef<AppState> for LeptosOptions {

@@ -107,13 +107,18 @@ pub async fn serve_on(
         config: Arc::new(config),
         leptos,
         metrics: Arc::new(metrics),
+        stopping: tokio_util::sync::CancellationToken::new(),
     };
+    let stopping = state.stopping.clone();
     let app = router(state, sessions);
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown)
+    .with_graceful_shutdown(async move {
+        shutdown.await;
+        stopping.cancel();
+    })
     .await?;
     let _ = stop_controllers.send(true);
     if let Some(controllers) = controllers {

@@ -237,6 +237,142 @@ async fn a_claims_page_shows_the_sandbox_follows_it_live_and_says_when_it_is_gon
     dev.shutdown().await;
 }
 
+/// Reads `body` until the stream ends; fails if it does not within 30 s or if any event
+/// contains `never`.
+async fn stream_ends(body: &mut Body, never: &str) {
+    loop {
+        let frame = tokio::time::timeout(std::time::Duration::from_secs(30), body.frame())
+            .await
+            .expect("the stream ends within 30 s");
+        let Some(frame) = frame else { return };
+        if let Some(data) = frame.unwrap().data_ref() {
+            let text = String::from_utf8_lossy(data);
+            assert!(
+                !text.contains(never),
+                "sent after it should have ended: {text}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_streams_end_with_the_session_and_with_the_console() {
+    let (app, dev) = TestApp::with_dev_cluster().await;
+    let otto = app
+        .create_user("otto", PASSWORD, &["operator"], false)
+        .await;
+    app.create_user("dora", PASSWORD, &["developer"], false)
+        .await;
+    let otto_cookie = app.sign_in("otto", PASSWORD).await;
+    let dora = app.sign_in("dora", PASSWORD).await;
+    dashboard_until(&app, &dora, |b| b.contains("3 ready")).await;
+    let open = |path: &'static str, cookie: String| {
+        let router = app.router.clone();
+        async move {
+            let response = router.oneshot(get(path, Some(&cookie))).await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            response.into_body()
+        }
+    };
+
+    // Disabled: otto's open stream stops, and dora's new claim never reaches it.
+    let mut otto_stream = open("/events/dashboard", otto_cookie.clone()).await;
+    event_until(&mut otto_stream, |e| e.contains("\"cluster\":true")).await;
+    app.store()
+        .set_disabled(otto.id, true, time::OffsetDateTime::now_utc())
+        .await
+        .unwrap();
+    let claimed = app
+        .send(post_form(
+            "/claims",
+            claim_form("sandbox", "900"),
+            Some(&dora),
+        ))
+        .await;
+    let name = claimed
+        .location()
+        .unwrap()
+        .strip_prefix("/?claimed=")
+        .unwrap()
+        .to_owned();
+    stream_ends(&mut otto_stream, &name).await;
+
+    // Signed out: the same.
+    let mut dora_stream = open("/events/dashboard", dora.clone()).await;
+    event_until(&mut dora_stream, |e| e.contains(&name)).await;
+    app.send(post_form("/sign-out", "", Some(&dora))).await;
+    stream_ends(&mut dora_stream, "\"gone\"").await;
+
+    // Shutting down ends every stream, so the graceful shutdown does not wait on them.
+    let dora = app.sign_in("dora", PASSWORD).await;
+    let mut dora_stream = open("/events/dashboard", dora).await;
+    event_until(&mut dora_stream, |e| e.contains(&name)).await;
+    app.stopping.cancel();
+    stream_ends(&mut dora_stream, "\"never sent\"").await;
+    dev.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_in_claim_addresses_must_be_kubernetes_names() {
+    let (app, dev) = TestApp::with_dev_cluster().await;
+    app.create_user("dora", PASSWORD, &["developer"], false)
+        .await;
+    app.create_user("cora", PASSWORD, &[], false).await;
+    let dora = app.sign_in("dora", PASSWORD).await;
+    dashboard_until(&app, &dora, |b| b.contains("3 ready")).await;
+    let claimed = app
+        .send(post_form(
+            "/claims",
+            claim_form("sandbox", "900"),
+            Some(&dora),
+        ))
+        .await;
+    let name = claimed
+        .location()
+        .unwrap()
+        .strip_prefix("/?claimed=")
+        .unwrap()
+        .to_owned();
+    for path in [
+        "/claims/demo/%3Fwatch=true".to_owned(),
+        "/claims/demo/%3F".to_owned(),
+        "/claims/demo/%20".to_owned(),
+        "/claims/demo/a%00b".to_owned(),
+        format!("/claims/demo/{name}%2Fstatus"),
+        "/claims/demo/..%2Fvirtualmachinepools%2Fsandbox".to_owned(),
+        format!("/claims/demo/{name}%3Fx=1"),
+        "/claims/Demo/x".to_owned(),
+        "/events/claims/demo/%3Fwatch=true".to_owned(),
+    ] {
+        let page = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            app.send(get(&path, Some(&dora))),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{path} answers"));
+        assert_eq!(page.status, StatusCode::NOT_FOUND, "{path}");
+    }
+    for path in [
+        format!("/claims/demo/{name}%3FdryRun=All/release"),
+        "/claims/demo/%3F/release".to_owned(),
+    ] {
+        let refused = app.send(post_form(&path, "", Some(&dora))).await;
+        assert_eq!(refused.status, StatusCode::NOT_FOUND, "{path}");
+    }
+    let page = app
+        .send(get(&format!("/claims/demo/{name}"), Some(&dora)))
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "the claim is still there");
+
+    // A claim the person may not read: Kubernetes' refusal, not an endless empty stream.
+    let cora = app.sign_in("cora", PASSWORD).await;
+    let events = app
+        .send(get(&format!("/events/claims/demo/{name}"), Some(&cora)))
+        .await;
+    assert_eq!(events.status, StatusCode::FORBIDDEN);
+    dev.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_viewer_sees_pools_but_kubernetes_refuses_a_forged_claim() {
     let (app, dev) = TestApp::with_dev_cluster().await;
@@ -484,18 +620,23 @@ async fn operators_manage_pools_and_developers_are_refused_by_kubernetes() {
         bad.body.contains("value=\"small\""),
         "what was typed is kept"
     );
-    for (field, value) in [("memory", "lots"), ("provider", "Not A Name")] {
-        let typed = pool("small", "2").replace(
-            &form(&[(
-                field,
-                if field == "memory" {
-                    "2Gi"
-                } else {
-                    "simulated"
-                },
-            )]),
-            &form(&[(field, value)]),
-        );
+    let odd = app
+        .send(post_form("/pools/demo/%3F/delete", "", Some(&oscar)))
+        .await;
+    assert_eq!(odd.status, StatusCode::NOT_FOUND, "not a pool name");
+    for (field, value) in [
+        ("memory", "lots"),
+        ("provider", "Not A Name"),
+        ("cpu", "5000"),
+        ("max_replicas", "99999"),
+    ] {
+        let stored = match field {
+            "memory" => "2Gi",
+            "provider" => "simulated",
+            "cpu" => "1",
+            _ => "2",
+        };
+        let typed = pool("small", "2").replace(&form(&[(field, stored)]), &form(&[(field, value)]));
         let refused = app.send(post_form("/pools", typed, Some(&oscar))).await;
         assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{field} {value}");
         assert!(refused.alert().unwrap().contains("memory"), "{field}");

@@ -4,6 +4,7 @@
 
 pub mod claim;
 mod names;
+pub mod object_names;
 mod password;
 mod user;
 

@@ -30,6 +30,8 @@ pub struct TestApp {
     /// Where [`TestApp::serve`] listens (`http://127.0.0.1:<port>`), else the default
     /// external URL.
     pub base_url: String,
+    /// The console's "shutting down" signal ([`AppState::stopping`]).
+    pub stopping: tokio_util::sync::CancellationToken,
     _dir: tempfile::TempDir,
 }
 
@@ -100,8 +102,10 @@ impl TestApp {
         let issuer = startup::open_issuer(&config, accounts.clone())
             .await
             .unwrap();
+        let stopping = tokio_util::sync::CancellationToken::new();
         let state = AppState {
             metrics: Arc::new(startup::metrics_registry(&accounts, None)),
+            stopping: stopping.clone(),
             accounts: accounts.clone(),
             issuer: issuer.clone(),
             kube: None,
@@ -113,6 +117,7 @@ impl TestApp {
             router: router(state, sessions),
             accounts,
             issuer,
+            stopping,
             _dir: dir,
         }
     }
@@ -151,6 +156,7 @@ impl TestApp {
         let sessions = app.store().session_backend().await.unwrap();
         let state = AppState {
             metrics: Arc::new(startup::metrics_registry(&app.accounts, Some(&metrics))),
+            stopping: app.stopping.clone(),
             accounts: app.accounts.clone(),
             issuer: app.issuer.clone(),
             kube: Some(dev.access.clone()),
