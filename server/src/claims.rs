@@ -72,10 +72,9 @@ pub async fn create_claim(State(app): State<AppState>, request: Request) -> Resp
     };
     let ttl = form.get("ttl_seconds").parse::<u32>().ok();
     let (namespace, pool) = (form.get("namespace"), form.get("pool"));
-    let (Some(ttl), false, false) = (
+    let (Some(ttl), true) = (
         ttl.filter(|t| app.config.claim_ttl_choices.contains(t)),
-        namespace.is_empty(),
-        pool.is_empty(),
+        is_object_path(namespace, pool),
     ) else {
         return render(&app, state, &user, None, Some(AppError::InvalidClaim)).await;
     };

@@ -424,6 +424,12 @@ async fn a_claim_form_with_a_lifetime_not_offered_is_refused() {
         ))
         .await;
     assert_eq!(nowhere.status, StatusCode::BAD_REQUEST, "no such pool");
+    for pool in ["?watch=true", "sandbox/status", "..", ""] {
+        let odd = app
+            .send(post_form("/claims", claim_form(pool, "900"), Some(&cookie)))
+            .await;
+        assert_eq!(odd.status, StatusCode::BAD_REQUEST, "{pool:?}");
+    }
     dev.shutdown().await;
 }
 
