@@ -215,6 +215,25 @@ pub struct Settings {
         default_value = "banlieue"
     )]
     pub cluster_name: String,
+    /// Reverse proxies whose `X-Forwarded-For` is believed: IP addresses or CIDR ranges,
+    /// comma-separated. Empty: the peer's address is the client's.
+    #[arg(
+        long,
+        global = true,
+        env = "BANLIEUE_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        value_parser = parse_proxy
+    )]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+}
+
+/// An IP address (a one-address range) or a CIDR range such as `10.0.0.0/8`.
+fn parse_proxy(value: &str) -> Result<ipnet::IpNet, String> {
+    let value = value.trim();
+    value
+        .parse::<ipnet::IpNet>()
+        .or_else(|_| value.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("{value:?} is not an IP address or a CIDR range such as 10.0.0.0/8"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -251,6 +270,8 @@ pub struct Config {
     pub run_controllers: bool,
     /// Lifetimes offered when claiming, in seconds, ascending, each ≥ 1.
     pub claim_ttl_choices: Vec<u32>,
+    /// Proxies whose `X-Forwarded-For` names the client ([`crate::middleware::client_address`]).
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 /// Where the console reaches Kubernetes.
@@ -390,6 +411,7 @@ impl Settings {
             namespace: self.namespace.clone(),
             run_controllers: self.run_controllers,
             claim_ttl_choices: self.claim_ttl_choices()?,
+            trusted_proxies: self.trusted_proxies.clone(),
             issuer,
             signing_keys,
             cluster: self.cluster()?,
@@ -497,6 +519,7 @@ mod tests {
             dev_cluster_listen: "127.0.0.1:6443".into(),
             dev_cluster_dir: "data/dev-cluster".into(),
             claim_ttl_choices: vec![900, 3600, 14400],
+            trusted_proxies: Vec::new(),
         }
     }
 

@@ -280,11 +280,65 @@ pub fn locale_of(headers: &HeaderMap) -> Locale {
     })
 }
 
-/// The peer address (the socket's; no proxy header is trusted).
+/// The client's address as [`client_address_layer`] decided it, else the peer's.
 pub fn client_ip(request_extensions: &http::Extensions) -> IpAddr {
+    request_extensions
+        .get::<ClientIp>()
+        .map_or_else(|| peer_ip(request_extensions), |c| c.0)
+}
+
+fn peer_ip(request_extensions: &http::Extensions) -> IpAddr {
     request_extensions
         .get::<ConnectInfo<SocketAddr>>()
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip())
+}
+
+/// The client's address, in the request's extensions (see [`client_address`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientIp(pub IpAddr);
+
+/// Decides each request's [`ClientIp`] once, for throttling, sessions and the audit log.
+pub async fn client_address_layer(
+    State(app): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let peer = peer_ip(request.extensions());
+    let forwarded_for = request.headers().get_all("x-forwarded-for");
+    let ip = client_address(peer, forwarded_for, &app.config.trusted_proxies);
+    request.extensions_mut().insert(ClientIp(ip));
+    next.run(request).await
+}
+
+/// The client's address: the peer's, unless the peer is one of the `trusted` proxies.
+/// Then `X-Forwarded-For` (each proxy appends the address it heard from) is read from the
+/// right, and the first address that is not a trusted proxy is the client — the rule of
+/// RFC 7239 §5.2 / nginx `real_ip_recursive`, so a client cannot choose its address by
+/// sending the header itself. An unreadable entry stops the walk at the last good hop.
+pub fn client_address<'a>(
+    peer: IpAddr,
+    forwarded_for: impl IntoIterator<Item = &'a HeaderValue>,
+    trusted: &[ipnet::IpNet],
+) -> IpAddr {
+    let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
+    if !is_trusted(&peer) {
+        return peer;
+    }
+    let hops: Vec<&str> = forwarded_for
+        .into_iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(str::trim)
+        .collect();
+    let mut client = peer;
+    for hop in hops.iter().rev() {
+        let Ok(ip) = hop.parse::<IpAddr>() else { break };
+        client = ip;
+        if !is_trusted(&ip) {
+            break;
+        }
+    }
+    client
 }
 
 /// A small translated HTML page for a refusal outside any form.
@@ -325,6 +379,48 @@ mod tests {
     use super::*;
     use banlieue_domain::{Roles, UserName};
     use time::OffsetDateTime;
+
+    #[test]
+    fn the_client_address_believes_only_trusted_proxies() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let trusted: Vec<ipnet::IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let header = |s: &'static str| HeaderValue::from_static(s);
+        let address = |peer: &str, values: &[&'static str], trusted: &[ipnet::IpNet]| {
+            let values: Vec<HeaderValue> = values.iter().map(|v| header(v)).collect();
+            client_address(ip(peer), &values, trusted)
+        };
+        // Not from a proxy: the header is the client's own claim, ignored.
+        assert_eq!(
+            address("198.51.100.7", &["203.0.113.9"], &trusted),
+            ip("198.51.100.7")
+        );
+        assert_eq!(address("10.0.0.2", &["203.0.113.9"], &[]), ip("10.0.0.2"));
+        // From a proxy: the rightmost address that is not a proxy.
+        assert_eq!(
+            address("10.0.0.2", &["203.0.113.9"], &trusted),
+            ip("203.0.113.9")
+        );
+        assert_eq!(
+            address("10.0.0.2", &["1.2.3.4, 203.0.113.9, 10.0.0.3"], &trusted),
+            ip("203.0.113.9"),
+            "a forged leftmost entry is not believed"
+        );
+        assert_eq!(
+            address("10.0.0.2", &["1.2.3.4", "203.0.113.9"], &trusted),
+            ip("203.0.113.9"),
+            "several header lines read as one list"
+        );
+        assert_eq!(
+            address("10.0.0.2", &["2001:db8::1"], &trusted),
+            ip("2001:db8::1")
+        );
+        // Unreadable or missing: the last good hop.
+        assert_eq!(
+            address("10.0.0.2", &["garbage, 10.0.0.3"], &trusted),
+            ip("10.0.0.3")
+        );
+        assert_eq!(address("10.0.0.2", &[], &trusted), ip("10.0.0.2"));
+    }
 
     fn user(must_change: bool) -> UserRecord {
         let now = OffsetDateTime::now_utc();

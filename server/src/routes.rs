@@ -132,6 +132,10 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
         .layer(from_fn_with_state(state.clone(), middleware::same_origin))
         .layer(from_fn_with_state(
             state.clone(),
+            middleware::client_address_layer,
+        ))
+        .layer(from_fn_with_state(
+            state.clone(),
             middleware::security_headers,
         ))
         .with_state(state)

@@ -565,3 +565,46 @@ async fn old_hash_parameters_are_upgraded_at_sign_in() {
     assert!(phc.contains("m=2048,t=2,p=1"), "{phc}");
     new.sign_in("alice", PASSWORD).await;
 }
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_the_forwarded_address_is_the_clients() {
+    let failed_from = |peer: [u8; 4], forwarded: &str| {
+        let mut request = post_form_from(
+            "/sign-in",
+            form(&[("user_name", "alice"), ("password", "bad")]),
+            None,
+            IpAddr::from(peer),
+        );
+        request
+            .headers_mut()
+            .insert("x-forwarded-for", forwarded.parse().unwrap());
+        request
+    };
+    let sources = |app: &TestApp| {
+        let store = app.store().clone();
+        async move {
+            let events = store.recent_audit(10).await.unwrap();
+            events.into_iter().map(|e| e.source_ip).collect::<Vec<_>>()
+        }
+    };
+
+    let proxied = TestApp::with_args(&["--trusted-proxies", "10.0.0.0/8, 192.0.2.1"]).await;
+    proxied
+        .send(failed_from([10, 0, 0, 5], "198.51.100.1, 203.0.113.9"))
+        .await;
+    proxied
+        .send(failed_from([192, 0, 2, 1], "203.0.113.10"))
+        .await;
+    proxied
+        .send(failed_from([198, 51, 100, 2], "203.0.113.11"))
+        .await;
+    assert_eq!(
+        sources(&proxied).await,
+        ["198.51.100.2", "203.0.113.10", "203.0.113.9"],
+        "newest first: a stranger's header is ignored, each proxy's is believed"
+    );
+
+    let direct = TestApp::with_args(&[]).await;
+    direct.send(failed_from([10, 0, 0, 5], "203.0.113.9")).await;
+    assert_eq!(sources(&direct).await, ["10.0.0.5"]);
+}
