@@ -662,3 +662,66 @@ async fn operators_manage_pools_and_developers_are_refused_by_kubernetes() {
     assert!(refused.alert().unwrap().contains("console:dave"));
     dev.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_claim_says_why_in_the_persons_language() {
+    let (app, dev) = TestApp::with_dev_cluster().await;
+    app.create_user("oscar", PASSWORD, &["operator"], false)
+        .await;
+    let oscar = app.sign_in("oscar", PASSWORD).await;
+    // A pool that keeps nothing warm: a claim waits for a member that never comes.
+    let saved = app
+        .send(post_form(
+            "/pools",
+            form(&[
+                ("namespace", "demo"),
+                ("name", "cold"),
+                ("warm_replicas", "0"),
+                ("max_replicas", "1"),
+                ("image_revision", "r1"),
+                ("image", "banlieue/sandbox:r1"),
+                ("cpu", "1"),
+                ("memory", "1Gi"),
+                ("provider", "simulated"),
+            ]),
+            Some(&oscar),
+        ))
+        .await;
+    assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.body);
+    let claimed = app
+        .send(post_form(
+            "/claims",
+            claim_form("cold", "900"),
+            Some(&oscar),
+        ))
+        .await;
+    let name = claimed
+        .location()
+        .unwrap()
+        .strip_prefix("/?claimed=")
+        .unwrap()
+        .to_owned();
+    let path = format!("/claims/demo/{name}");
+    let mut page = String::new();
+    for _ in 0..300 {
+        page = app.send(get(&path, Some(&oscar))).await.body;
+        if page.contains("data-testid=\"claim-reason\"") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        testid_text(&page, "claim-reason"),
+        "Waiting: no sandbox of pool cold is free yet; it is bound as soon as one is ready."
+    );
+    let mut japanese = get(&path, Some(&oscar));
+    japanese
+        .headers_mut()
+        .insert("accept-language", "ja".parse().unwrap());
+    let page = app.send(japanese).await.body;
+    assert!(
+        testid_text(&page, "claim-reason").starts_with("待機中: プール cold に"),
+        "{page}"
+    );
+    dev.shutdown().await;
+}

@@ -36,7 +36,7 @@ pub fn ClaimDetail() -> impl IntoView {
 fn ClaimBody(view: ClaimView, locale: Locale) -> impl IntoView {
     let claim = view.claim;
     let card = "rounded-2xl border border-slate-200 bg-white p-6 shadow-sm dark:border-slate-800 dark:bg-slate-900";
-    let detail = claim_detail_text(&claim);
+    let detail = claim_detail_text(&claim, locale);
     let not_yet = || locale.t("claim-not-yet");
     let fact = |label: &'static str, value: String, testid: &'static str| {
         view! {

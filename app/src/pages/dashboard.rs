@@ -161,7 +161,7 @@ fn Claims(claims: Vec<ClaimRow>, everyone: bool, locale: Locale) -> impl IntoVie
 
 #[component]
 fn ClaimLine(claim: ClaimRow, everyone: bool, locale: Locale) -> impl IntoView {
-    let detail = claim_detail_text(&claim);
+    let detail = claim_detail_text(&claim, locale);
     view! {
         <tr
             data-testid=if everyone { "any-claim" } else { "claim" }
@@ -194,13 +194,26 @@ fn ClaimLine(claim: ClaimRow, everyone: bool, locale: Locale) -> impl IntoView {
     }
 }
 
-/// "reason: message" of a claim, or empty.
-pub(super) fn claim_detail_text(claim: &ClaimRow) -> String {
-    [claim.reason.as_str(), claim.message.as_str()]
-        .into_iter()
-        .filter(|s| !s.is_empty())
-        .collect::<Vec<_>>()
-        .join(": ")
+/// Why a claim is in its phase, in the person's language for the reasons the claim
+/// controller writes (crates/cluster/src/claim.rs); otherwise "reason: message" as
+/// Kubernetes has them (another controller's words), or empty.
+pub(super) fn claim_detail_text(claim: &ClaimRow, locale: Locale) -> String {
+    let key = match claim.reason.as_str() {
+        "NoReadyMember" => Some("claim-reason-no-ready-member"),
+        "PoolNotFound" => Some("claim-reason-pool-not-found"),
+        "VirtualMachineGone" => Some("claim-reason-vm-gone"),
+        "Released" => Some("claim-reason-released"),
+        "Expired" => Some("claim-reason-expired"),
+        _ => None,
+    };
+    match key {
+        Some(key) => locale.t_with(key, &[("pool", claim.pool.clone())]),
+        None => [claim.reason.as_str(), claim.message.as_str()]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(": "),
+    }
 }
 
 /// The sandbox's addresses and a ready-to-paste connect command with a copy button.
