@@ -15,8 +15,8 @@
 //! changes that some watch has not read; a watch further behind has lagged and ends with
 //! `410 Expired`, as a watch that falls out of the real server's watch cache window does.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
@@ -42,7 +42,6 @@ pub struct Feed {
     ready: Mutex<Vec<Arc<Topic>>>,
     wake_dispatcher: Notify,
     closed: AtomicBool,
-    next_id: AtomicU64,
 }
 
 /// One resource type's change log and the watches parked on it.
@@ -57,8 +56,10 @@ struct TopicState {
     log: VecDeque<Arc<Change>>,
     /// Open subscribers (the log is kept only while there are some).
     subscribers: usize,
-    /// Subscribers that found nothing to read, by id, with the waker to call.
-    parked: HashMap<u64, Waker>,
+    /// Wakers of the subscribers that found nothing to read, by a ticket taken when they
+    /// parked (the dispatcher wakes them in that order).
+    parked: BTreeMap<u64, Waker>,
+    next_ticket: u64,
     /// In the dispatcher's `ready` list.
     queued: bool,
     closed: bool,
@@ -136,8 +137,8 @@ impl Feed {
         };
         Subscriber {
             topic,
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
             next,
+            parked: None,
         }
     }
 
@@ -149,7 +150,7 @@ impl Feed {
             let parked: Vec<Waker> = {
                 let mut st = topic.lock();
                 st.closed = true;
-                st.parked.drain().map(|(_, w)| w).collect()
+                std::mem::take(&mut st.parked).into_values().collect()
             };
             parked.into_iter().for_each(Waker::wake);
         }
@@ -166,7 +167,7 @@ impl Feed {
                 let parked: Vec<Waker> = {
                     let mut st = topic.lock();
                     st.queued = false;
-                    st.parked.drain().map(|(_, w)| w).collect()
+                    std::mem::take(&mut st.parked).into_values().collect()
                 };
                 for slice in parked.chunks(WAKE_SLICE) {
                     slice.iter().for_each(Waker::wake_by_ref);
@@ -192,9 +193,10 @@ pub enum Recv {
 /// One watch's position in its type's change log.
 pub struct Subscriber {
     topic: Arc<Topic>,
-    id: u64,
     /// Sequence number of the next change to read.
     next: u64,
+    /// The ticket this subscriber last parked with (stale once the dispatcher woke it).
+    parked: Option<u64>,
 }
 
 impl Subscriber {
@@ -221,11 +223,14 @@ impl Subscriber {
             self.next += (to - from) as u64;
             return Poll::Ready(Recv::Changes);
         }
-        match st.parked.get_mut(&self.id) {
+        match self.parked.and_then(|t| st.parked.get_mut(&t)) {
             Some(w) if w.will_wake(cx.waker()) => {}
             Some(w) => w.clone_from(cx.waker()),
             None => {
-                st.parked.insert(self.id, cx.waker().clone());
+                let ticket = st.next_ticket;
+                st.next_ticket += 1;
+                st.parked.insert(ticket, cx.waker().clone());
+                self.parked = Some(ticket);
             }
         }
         Poll::Pending
@@ -235,7 +240,9 @@ impl Subscriber {
 impl Drop for Subscriber {
     fn drop(&mut self) {
         let mut st = self.topic.lock();
-        st.parked.remove(&self.id);
+        if let Some(ticket) = self.parked {
+            st.parked.remove(&ticket);
+        }
         st.subscribers -= 1;
         if st.subscribers == 0 {
             st.first += st.log.len() as u64;
@@ -327,6 +334,35 @@ mod tests {
         assert_eq!(wa.get(), 2, "a re-parked subscriber is woken again");
         assert_eq!(wb.get(), 1, "a subscriber that has not parked again is not");
         assert_eq!(recv(&mut b, &wb, 10), (Poll::Ready(Recv::Changes), vec![5]));
+    }
+
+    /// A waker that records its name in a shared log when woken.
+    struct Named(&'static str, Arc<Mutex<Vec<&'static str>>>);
+
+    impl Wake for Named {
+        fn wake(self: Arc<Self>) {
+            lock(&self.1).push(self.0);
+        }
+    }
+
+    #[tokio::test]
+    async fn subscribers_are_woken_in_the_order_they_parked_and_dropped_ones_not_at_all() {
+        let feed = Arc::new(Feed::new());
+        let woken = Arc::new(Mutex::new(Vec::new()));
+        let mut subs: Vec<(&'static str, Subscriber)> = ["a", "b", "c", "d"]
+            .into_iter()
+            .map(|name| (name, feed.subscribe("", "configmaps")))
+            .collect();
+        for i in [2, 0, 3, 1] {
+            let (name, sub) = &mut subs[i];
+            let waker = Waker::from(Arc::new(Named(name, woken.clone())));
+            let mut cx = Context::from_waker(&waker);
+            assert_eq!(sub.poll_recv(&mut cx, &mut Vec::new(), 1), Poll::Pending);
+        }
+        drop(subs.remove(3));
+        feed.publish(change(2, "configmaps"));
+        settle(&feed).await;
+        assert_eq!(*lock(&woken), vec!["c", "a", "b"]);
     }
 
     #[tokio::test]
