@@ -10,6 +10,13 @@
 //! together (one chunk, one TLS record), so the more the fan-out falls behind, the less
 //! each change costs.
 //!
+//! A round that wakes [`SPACED_FANOUT`] watches or more starts at least [`ROUND_SPACING`]
+//! after the type's previous round: a round's cost is one write per watch whatever it
+//! carries, so this bounds the fan-out's cost for a type with hundreds of watches
+//! (40 rounds a second) however fast it is written, at the price of up to
+//! [`ROUND_SPACING`] more delivery latency while writes come faster than that. Smaller
+//! fan-outs, and the first change after a quiet spell, are woken at once.
+//!
 //! Only watches of the changed type are woken (a watch serves one type, as in the real
 //! API server's per-type watch cache). Each type's log keeps at most [`LOG_CAPACITY`]
 //! changes that some watch has not read; a watch further behind has lagged and ends with
@@ -19,8 +26,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use crate::store::Change;
 
@@ -29,6 +38,12 @@ pub const LOG_CAPACITY: usize = 16_384;
 
 /// Watches the dispatcher wakes before it lets other tasks run.
 pub const WAKE_SLICE: usize = 32;
+
+/// Parked watches from which a type's wake rounds are spaced by [`ROUND_SPACING`].
+pub const SPACED_FANOUT: usize = 256;
+
+/// Least time between the starts of two wake rounds of [`SPACED_FANOUT`] watches or more.
+pub const ROUND_SPACING: Duration = Duration::from_millis(25);
 
 /// `(group, plural)`.
 type TypeKey = (String, String);
@@ -60,9 +75,27 @@ struct TopicState {
     /// parked (the dispatcher wakes them in that order).
     parked: BTreeMap<u64, Waker>,
     next_ticket: u64,
-    /// In the dispatcher's `ready` list.
+    /// In the dispatcher's `ready` list (or deferred by it).
     queued: bool,
+    /// When the dispatcher last started waking this type's watches.
+    last_round: Option<Instant>,
     closed: bool,
+}
+
+impl TopicState {
+    /// The parked watches to wake now, or when their round may start (see
+    /// [`ROUND_SPACING`]).
+    fn start_round(&mut self, now: Instant) -> Result<Vec<Waker>, Instant> {
+        if self.parked.len() >= SPACED_FANOUT
+            && let Some(due) = self.last_round.map(|last| last + ROUND_SPACING)
+            && due > now
+        {
+            return Err(due);
+        }
+        self.queued = false;
+        self.last_round = Some(now);
+        Ok(std::mem::take(&mut self.parked).into_values().collect())
+    }
 }
 
 impl Topic {
@@ -157,21 +190,37 @@ impl Feed {
     }
 
     /// The dispatcher: wakes the parked watches of every type with new changes,
-    /// [`WAKE_SLICE`] at a time, yielding to other tasks between slices. Runs until the
-    /// task is aborted.
+    /// [`WAKE_SLICE`] at a time, yielding to other tasks between slices, and large rounds
+    /// no more often than [`ROUND_SPACING`]. Runs until the task is aborted.
     pub async fn dispatch(self: Arc<Self>) {
+        let mut deferred: Vec<(Instant, Arc<Topic>)> = Vec::new();
         loop {
-            self.wake_dispatcher.notified().await;
-            let ready = std::mem::take(&mut *lock(&self.ready));
+            match deferred.iter().map(|(due, _)| *due).min() {
+                Some(due) => tokio::select! {
+                    _ = self.wake_dispatcher.notified() => {}
+                    _ = tokio::time::sleep_until(due) => {}
+                },
+                None => self.wake_dispatcher.notified().await,
+            }
+            let now = Instant::now();
+            let mut ready = std::mem::take(&mut *lock(&self.ready));
+            deferred.retain(|(due, topic)| {
+                let keep = *due > now;
+                if !keep {
+                    ready.push(topic.clone());
+                }
+                keep
+            });
             for topic in ready {
-                let parked: Vec<Waker> = {
-                    let mut st = topic.lock();
-                    st.queued = false;
-                    std::mem::take(&mut st.parked).into_values().collect()
-                };
-                for slice in parked.chunks(WAKE_SLICE) {
-                    slice.iter().for_each(Waker::wake_by_ref);
-                    tokio::task::yield_now().await;
+                let round = topic.lock().start_round(now);
+                match round {
+                    Ok(parked) => {
+                        for slice in parked.chunks(WAKE_SLICE) {
+                            slice.iter().for_each(Waker::wake_by_ref);
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                    Err(due) => deferred.push((due, topic)),
                 }
             }
         }
@@ -363,6 +412,46 @@ mod tests {
         feed.publish(change(2, "configmaps"));
         settle(&feed).await;
         assert_eq!(*lock(&woken), vec!["c", "a", "b"]);
+    }
+
+    #[tokio::test]
+    async fn large_rounds_are_spaced_and_small_ones_are_not() {
+        let feed = Arc::new(Feed::new());
+        let dispatcher = tokio::spawn(feed.clone().dispatch());
+        let subs = |plural: &str, n: usize| -> Vec<(Subscriber, Arc<Count>)> {
+            (0..n)
+                .map(|_| (feed.subscribe("", plural), Arc::new(Count::default())))
+                .collect()
+        };
+        let (mut many, mut few) = (subs("leases", SPACED_FANOUT), subs("secrets", 3));
+        let woken = |subs: &[(Subscriber, Arc<Count>)]| -> Vec<usize> {
+            subs.iter().map(|(_, w)| w.get()).collect()
+        };
+        let mut first_round = Instant::now();
+        for (rv, round) in [(2, 1), (3, 2)] {
+            for (sub, w) in many.iter_mut().chain(few.iter_mut()) {
+                while recv(sub, w, 10).0 != Poll::Pending {}
+            }
+            if round == 1 {
+                first_round = Instant::now();
+            }
+            feed.publish(change(rv, "leases"));
+            feed.publish(change(rv, "secrets"));
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(woken(&few), vec![round; 3], "small rounds start at once");
+            if round == 1 || first_round.elapsed() < ROUND_SPACING {
+                assert_eq!(woken(&many), vec![1; SPACED_FANOUT]);
+            }
+        }
+        tokio::time::sleep(ROUND_SPACING * 2).await;
+        assert_eq!(
+            woken(&many),
+            vec![2; SPACED_FANOUT],
+            "the second large round starts once spaced"
+        );
+        dispatcher.abort();
     }
 
     #[tokio::test]
