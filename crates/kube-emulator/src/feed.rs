@@ -20,7 +20,7 @@
 //! Only watches of the changed type are woken (a watch serves one type, as in the real
 //! API server's per-type watch cache). Each type's log keeps at most [`LOG_CAPACITY`]
 //! changes that some watch has not read; a watch further behind has lagged and ends with
-//! `410 Expired`, as a watch that falls out of the real server's watch cache window does.
+//! an `ERROR` event, `410 Expired` (the real server closes a watch that cannot keep up).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
