@@ -43,6 +43,27 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// CPU time used so far by this process's threads named `emulator`, and by all the others
+/// (clients and the writer), from `/proc/self/task/*/schedstat` (Linux; zero elsewhere).
+fn cpu_split() -> (Duration, Duration) {
+    let mut split = (Duration::ZERO, Duration::ZERO);
+    for task in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let on_cpu = std::fs::read_to_string(task.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .map_or(Duration::ZERO, Duration::from_nanos);
+        match std::fs::read_to_string(task.path().join("comm")) {
+            Ok(name) if name.trim() == "emulator" => split.0 += on_cpu,
+            _ => split.1 += on_cpu,
+        }
+    }
+    split
+}
+
 fn verdict(ok: bool) -> &'static str {
     if ok { "ok" } else { "MISSED" }
 }
@@ -111,6 +132,8 @@ async fn list_bench(server: tokio::runtime::Handle) -> bool {
 
 #[derive(Deserialize)]
 struct Event<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
     #[serde(borrow)]
     object: EventObject<'a>,
 }
@@ -137,7 +160,9 @@ struct Seen {
 }
 
 /// Opens `WATCHES` watches from the current resourceVersion; each reads until it has seen
-/// `expect` events named `<prefix><index>` (the index finds when the write was sent).
+/// `expect` events. In order means: the `n`th event is the `ADDED` of `<prefix><n>` (the
+/// `n`th write), with a resourceVersion above the one before it; `n` also finds when the
+/// write was sent.
 async fn open_watches(
     emu: &Emulator,
     http: &reqwest::Client,
@@ -201,16 +226,15 @@ async fn open_watches(
                     start += len + 1;
                     let ev: Event = serde_json::from_slice(line).expect("event JSON");
                     let rv: u64 = ev.object.metadata.resource_version.parse().expect("rv");
-                    seen.in_order &= rv > last_rv;
-                    last_rv = rv;
-                    if let Some(i) = ev
+                    let n = ev
                         .object
                         .metadata
                         .name
                         .strip_prefix(prefix)
-                        .and_then(|i| i.parse::<usize>().ok())
-                        && let Some(t) = sent.get(i).and_then(|t| t.get())
-                    {
+                        .and_then(|i| i.parse::<usize>().ok());
+                    seen.in_order &= rv > last_rv && ev.kind == "ADDED" && n == Some(seen.events);
+                    last_rv = rv;
+                    if let Some(t) = n.and_then(|i| sent.get(i)).and_then(|t| t.get()) {
                         seen.latencies.push(now.duration_since(*t));
                     }
                     seen.events += 1;
@@ -271,24 +295,38 @@ async fn watch_bench(server: tokio::runtime::Handle) -> bool {
     );
     let watchers = open_watches(&emu, &http, "paced-", PACED_WRITES, sent.clone()).await;
     let period = Duration::from_micros(1_000_000 / WRITE_RATE);
+    let cpu_before = cpu_split();
     let start = Instant::now();
     let mut behind_max = Duration::ZERO;
+    let mut write_times = Vec::with_capacity(PACED_WRITES);
     for (i, at) in sent.iter().enumerate() {
         let due = start + period * i as u32;
         tokio::time::sleep_until(due.into()).await;
-        behind_max = behind_max.max(Instant::now().duration_since(due));
-        let _ = at.set(Instant::now());
+        let now = Instant::now();
+        behind_max = behind_max.max(now.duration_since(due));
+        let _ = at.set(now);
         write(&http, &url, emu.admin_token(), format!("paced-{i}")).await;
+        write_times.push(now.elapsed());
     }
     let write_phase = start.elapsed();
+    let cpu_after = cpu_split();
+    let cores = |after: Duration, before: Duration| {
+        (after - before).as_secs_f64() / write_phase.as_secs_f64()
+    };
+    write_times.sort();
     let (complete, lat) = collect(watchers, PACED_WRITES).await;
     let delivered = start.elapsed();
     // The writer kept pace when it finished within one period of the schedule.
     let rate = PACED_WRITES as f64 / write_phase.as_secs_f64();
     let paced_ok = write_phase <= period * (PACED_WRITES as u32 + 1);
     println!(
-        "{WATCHES} watches, {PACED_WRITES} writes paced at {WRITE_RATE}/s: {rate:.1} writes/s (target ≥ {WRITE_RATE}) {}, writer at most {behind_max:.2?} behind schedule; all events delivered in order: {complete}; delivery latency p50 {:.2?}, p99 {:.2?}, max {:.2?}; last event delivered {:.2?} after the first write",
+        "{WATCHES} watches, {PACED_WRITES} writes paced at {WRITE_RATE}/s: {rate:.1} writes/s (target ≥ {WRITE_RATE}) {}, writer at most {behind_max:.2?} behind schedule, write round trip p50 {:.2?}, p99 {:.2?}, max {:.2?}; CPU while writing: emulator {:.2} cores, clients {:.2} cores; all events delivered in order: {complete}; delivery latency p50 {:.2?}, p99 {:.2?}, max {:.2?}; last event delivered {:.2?} after the first write",
         verdict(paced_ok),
+        percentile(&write_times, 0.5),
+        percentile(&write_times, 0.99),
+        write_times.last().expect("writes"),
+        cores(cpu_after.0, cpu_before.0),
+        cores(cpu_after.1, cpu_before.1),
         percentile(&lat, 0.5),
         percentile(&lat, 0.99),
         lat.last().expect("latencies"),

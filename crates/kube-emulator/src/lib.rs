@@ -24,6 +24,7 @@ pub mod admission;
 pub mod api;
 pub mod apply;
 pub mod auth;
+pub mod feed;
 pub mod protobuf;
 pub mod rbac;
 pub mod resources;
@@ -132,7 +133,7 @@ pub struct Emulator {
     admin_token: String,
     state: Arc<AppState>,
     stop: Option<oneshot::Sender<()>>,
-    closing: tokio::sync::watch::Sender<bool>,
+    feed: Arc<feed::Feed>,
     ca_pem: Option<String>,
     task: Option<tokio::task::JoinHandle<()>>,
     state_file: Option<PathBuf>,
@@ -378,9 +379,8 @@ impl Emulator {
                 addr: config.listen,
                 source,
             })?;
-        let (closing, closing_rx) = tokio::sync::watch::channel(false);
+        let feed = store.feed();
         let state = Arc::new(AppState {
-            closing: closing_rx,
             store: Mutex::new(store),
             auth,
             gc: Notify::new(),
@@ -410,7 +410,9 @@ impl Emulator {
         let gc_state = state.clone();
         let gc_interval = config.gc_interval;
         let snapshot_path = config.state_file.clone();
+        let dispatcher = feed.clone();
         let task = tokio::spawn(async move {
+            let dispatcher = tokio::spawn(dispatcher.dispatch());
             let gc = tokio::spawn(async move {
                 loop {
                     tokio::select! {
@@ -461,13 +463,14 @@ impl Emulator {
                 tracing::error!(error = %e, "emulator server stopped");
             }
             gc.abort();
+            dispatcher.abort();
         });
         Ok(Self {
             addr,
             admin_token,
             state,
             stop: Some(stop_tx),
-            closing,
+            feed,
             ca_pem,
             task: Some(task),
             state_file: config.state_file,
@@ -536,7 +539,7 @@ impl Emulator {
 
     /// Stops the server, waits for it, and writes a final snapshot.
     pub async fn shutdown(mut self) {
-        let _ = self.closing.send(true);
+        self.feed.close();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

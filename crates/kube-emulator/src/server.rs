@@ -2,7 +2,9 @@
 //! authentication, impersonation, RBAC, and dispatch to the store.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -11,10 +13,11 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde_json::{Value, json};
-use tokio::sync::{Notify, broadcast};
+use tokio::sync::Notify;
 
 use crate::api::{self, Ctx, FieldValidation, PatchType};
 use crate::auth::{Authenticator, UserInfo};
+use crate::feed::{Recv, Subscriber};
 use crate::rbac::{self, Attributes};
 use crate::resources::{ResourceDef, Special};
 use crate::selector::{FieldSelector, LabelSelector};
@@ -34,8 +37,6 @@ pub struct AppState {
     pub bookmark_interval: Duration,
     /// `host:port` the server listens on.
     pub address: String,
-    /// Set to `true` when the server stops; open watches end then.
-    pub closing: tokio::sync::watch::Receiver<bool>,
 }
 
 impl AppState {
@@ -834,12 +835,12 @@ fn watch(
             }
         }
     };
-    let (initial, sub, start_rv): (Vec<(String, Value)>, broadcast::Receiver<Arc<Change>>, u64) = {
+    let (initial, sub, start_rv): (Vec<(String, Value)>, Subscriber, u64) = {
         let store = app.lock();
         match from {
             None => {
                 let (_, sub) = store
-                    .subscribe_from(store.current_rv())
+                    .subscribe_from(&def.group, &def.plural, store.current_rv())
                     .map_err(|_| ApiError::internal("subscribe"))?;
                 let items: Vec<(String, Value)> = store
                     .list_all(&def.group, &def.plural)
@@ -852,7 +853,7 @@ fn watch(
                 let rv: u64 = rv.parse().map_err(|_| {
                     ApiError::bad_request(format!("invalid resource version: {rv}"))
                 })?;
-                match store.subscribe_from(rv) {
+                match store.subscribe_from(&def.group, &def.plural, rv) {
                     Ok((backlog, sub)) => (
                         backlog
                             .iter()
@@ -869,10 +870,6 @@ fn watch(
                             too_old.oldest.saturating_sub(1)
                         ))
                         .to_status();
-                        let (_, sub) = store
-                            .subscribe_from(store.current_rv())
-                            .map_err(|_| ApiError::internal("subscribe"))?;
-                        drop(sub);
                         let body = watch_line("ERROR", &status);
                         return Ok(Response::builder()
                             .status(StatusCode::OK)
@@ -892,58 +889,47 @@ fn watch(
     );
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let api_version = def.api_version();
-    let mut initial = initial.into_iter().peekable();
-    let state = WatchState {
+    let body = WatchBody {
+        initial: initial.into_iter(),
         encode,
         filter,
         sub,
+        changes: Vec::new(),
         initial_end_pending: send_initial,
         last_rv: start_rv,
         start_rv,
         deadline: Box::pin(tokio::time::sleep(timeout)),
         ticker,
         bookmarks,
-        closing: app.closing.clone(),
         as_table,
         api_version,
         done: false,
     };
-    // The body is a stream polled by the connection itself (no task or channel per watch).
-    // Each poll sends everything that is ready as one chunk: initial events in chunks of
-    // up to CHUNK bytes, then live changes coalesced while more are already queued.
-    let stream = futures::stream::unfold(state, move |mut st| {
-        let first: Option<Bytes> = initial.peek().is_some().then(|| {
-            let mut buf = bytes::BytesMut::new();
-            while buf.len() < CHUNK
-                && let Some((kind, obj)) = initial.next()
-            {
-                buf.extend_from_slice(&(st.encode)(&kind, obj));
-            }
-            buf.freeze()
-        });
-        async move {
-            if let Some(chunk) = first {
-                return Some((Ok::<_, std::convert::Infallible>(chunk), st));
-            }
-            st.next_chunk().await.map(|chunk| (Ok(chunk), st))
-        }
-    });
     Ok(Response::builder()
         .status(StatusCode::OK)
         .header(http::header::CONTENT_TYPE, "application/json")
         .header(http::header::CACHE_CONTROL, "no-cache, private")
-        .body(Body::from_stream(stream))
+        .body(Body::from_stream(body))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()))
 }
 
 /// Largest chunk a watch assembles from events that are ready at once (bytes).
 const CHUNK: usize = 256 * 1024;
 
-/// An open watch: what it filters, where it reads changes from, and when it ends.
-struct WatchState<E> {
+/// Most changes a watch takes from its feed per read.
+const BATCH: usize = 256;
+
+/// An open watch's response body: a stream polled by the connection itself (no task or
+/// channel per watch). Each poll sends everything that is ready as one chunk: initial
+/// events in chunks of up to [`CHUNK`] bytes, then every change queued since the last
+/// poll (see [`crate::feed`]).
+struct WatchBody<E> {
+    initial: std::vec::IntoIter<(String, Value)>,
     encode: E,
     filter: WatchFilter,
-    sub: broadcast::Receiver<Arc<Change>>,
+    sub: Subscriber,
+    /// Read buffer for changes (kept to reuse its allocation).
+    changes: Vec<Arc<Change>>,
     /// `sendInitialEvents=true`: the `initial-events-end` bookmark is still to be sent.
     initial_end_pending: bool,
     last_rv: u64,
@@ -951,13 +937,12 @@ struct WatchState<E> {
     deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
     ticker: tokio::time::Interval,
     bookmarks: bool,
-    closing: tokio::sync::watch::Receiver<bool>,
     as_table: bool,
     api_version: String,
     done: bool,
 }
 
-impl<E: FnMut(&str, Value) -> Bytes> WatchState<E> {
+impl<E: FnMut(&str, Value) -> Bytes> WatchBody<E> {
     fn bookmark(&self, initial_end: bool) -> Bytes {
         let mut bm = json!({
             "kind": self.filter.def.kind,
@@ -987,58 +972,94 @@ impl<E: FnMut(&str, Value) -> Bytes> WatchState<E> {
         }
     }
 
-    /// The next chunk to send, or `None` when the watch ends (timeout, server closing,
-    /// history overrun after an `ERROR` event).
-    async fn next_chunk(&mut self) -> Option<Bytes> {
-        if self.done {
-            return None;
-        }
-        if std::mem::take(&mut self.initial_end_pending) {
-            return Some(self.bookmark(true));
-        }
-        let mut lines: Vec<Bytes> = Vec::new();
-        while lines.is_empty() {
-            tokio::select! {
-                _ = &mut self.deadline => return None,
-                _ = self.closing.changed() => return None,
-                _ = self.ticker.tick(), if self.bookmarks => return Some(self.bookmark(false)),
-                change = self.sub.recv() => match change {
-                    Ok(c) => {
+    /// The lines of every change that is ready, up to about [`CHUNK`] bytes; `Pending`
+    /// (with the watch parked on its feed) when none of them is for this watch. `None`
+    /// ends the watch (server stopping); a watch that lagged ends after an `ERROR` line.
+    fn poll_changes(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Option<Vec<Bytes>>> {
+        let mut lines = Vec::new();
+        let mut size = 0;
+        while size < CHUNK {
+            let mut changes = std::mem::take(&mut self.changes);
+            match self.sub.poll_recv(cx, &mut changes, BATCH) {
+                Poll::Ready(Recv::Changes) => {
+                    for c in changes.drain(..) {
+                        let before = lines.len();
                         self.push_change(&c, &mut lines);
-                        // Coalesce whatever else is already queued.
-                        let mut size: usize = lines.iter().map(Bytes::len).sum();
-                        while size < CHUNK {
-                            match self.sub.try_recv() {
-                                Ok(c) => {
-                                    let before = lines.len();
-                                    self.push_change(&c, &mut lines);
-                                    size += lines[before..].iter().map(Bytes::len).sum::<usize>();
-                                }
-                                Err(broadcast::error::TryRecvError::Lagged(_)) => {
-                                    self.done = true;
-                                    lines.push(lagged());
-                                    break;
-                                }
-                                Err(_) => break,
-                            }
-                        }
+                        size += lines[before..].iter().map(Bytes::len).sum::<usize>();
                     }
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        self.done = true;
-                        return Some(lagged());
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return None,
+                    self.changes = changes;
+                }
+                Poll::Ready(Recv::Lagged) => {
+                    self.done = true;
+                    lines.push(lagged());
+                    break;
+                }
+                Poll::Ready(Recv::Closed) => {
+                    self.done = true;
+                    break;
+                }
+                Poll::Pending => {
+                    self.changes = changes;
+                    break;
                 }
             }
         }
-        if lines.len() == 1 {
-            return lines.pop();
+        match (lines.is_empty(), self.done) {
+            (false, _) => Poll::Ready(Some(lines)),
+            (true, true) => Poll::Ready(None),
+            (true, false) => Poll::Pending,
         }
-        let mut buf = bytes::BytesMut::with_capacity(lines.iter().map(Bytes::len).sum());
-        for l in &lines {
-            buf.extend_from_slice(l);
+    }
+}
+
+impl<E: FnMut(&str, Value) -> Bytes + Unpin> futures::Stream for WatchBody<E> {
+    type Item = Result<Bytes, std::convert::Infallible>;
+
+    /// The next chunk to send, or `None` when the watch ends (timeout, server closing,
+    /// history overrun after an `ERROR` event).
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
         }
-        Some(buf.freeze())
+        if !this.initial.as_slice().is_empty() {
+            let mut buf = bytes::BytesMut::new();
+            while buf.len() < CHUNK
+                && let Some((kind, obj)) = this.initial.next()
+            {
+                buf.extend_from_slice(&(this.encode)(&kind, obj));
+            }
+            return Poll::Ready(Some(Ok(buf.freeze())));
+        }
+        if std::mem::take(&mut this.initial_end_pending) {
+            return Poll::Ready(Some(Ok(this.bookmark(true))));
+        }
+        if this.deadline.as_mut().poll(cx).is_ready() {
+            this.done = true;
+            return Poll::Ready(None);
+        }
+        match this.poll_changes(cx) {
+            Poll::Ready(Some(lines)) => {
+                let chunk = if lines.len() == 1 {
+                    lines.into_iter().next().unwrap_or_default()
+                } else {
+                    let mut buf =
+                        bytes::BytesMut::with_capacity(lines.iter().map(Bytes::len).sum());
+                    lines.iter().for_each(|l| buf.extend_from_slice(l));
+                    buf.freeze()
+                };
+                return Poll::Ready(Some(Ok(chunk)));
+            }
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => {}
+        }
+        if this.bookmarks && this.ticker.poll_tick(cx).is_ready() {
+            return Poll::Ready(Some(Ok(this.bookmark(false))));
+        }
+        Poll::Pending
     }
 }
 

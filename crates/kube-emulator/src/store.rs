@@ -11,8 +11,8 @@ use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::broadcast;
 
+use crate::feed::{Feed, Subscriber};
 use crate::resources::Registry;
 
 /// `(group, plural, namespace, name)`; namespace is empty for cluster-scoped objects.
@@ -82,8 +82,8 @@ fn event_line(kind: &str, object_json: &[u8]) -> bytes::Bytes {
     bytes::Bytes::from(line)
 }
 
-/// Retained changes since a point, and a receiver for the changes after them.
-pub type Subscription = (Vec<Arc<Change>>, broadcast::Receiver<Arc<Change>>);
+/// Retained changes since a point, and a subscriber for the changes after them.
+pub type Subscription = (Vec<Arc<Change>>, Subscriber);
 
 /// What a snapshot file holds.
 #[derive(Debug, Serialize, Deserialize)]
@@ -103,7 +103,7 @@ pub struct Store {
     history_limit: usize,
     /// Served types (built-ins and CRDs).
     pub registry: Registry,
-    tx: broadcast::Sender<Arc<Change>>,
+    feed: Arc<Feed>,
     /// Set on every write; cleared by the snapshot writer.
     pub dirty: bool,
     removals: u64,
@@ -126,7 +126,6 @@ fn meta_str<'a>(o: &'a Value, field: &str) -> &'a str {
 impl Store {
     /// An empty store with built-in types; `history_limit` events are kept for watches.
     pub fn new(history_limit: usize) -> Self {
-        let (tx, _) = broadcast::channel(16_384);
         Self {
             rv: 1,
             objects: HashMap::new(),
@@ -134,10 +133,16 @@ impl Store {
             history: VecDeque::new(),
             history_limit: history_limit.max(1),
             registry: Registry::with_builtins(),
-            tx,
+            feed: Arc::new(Feed::new()),
             dirty: false,
             removals: 0,
         }
+    }
+
+    /// The watch fan-out this store publishes its changes to (the server runs its
+    /// dispatcher and closes it when stopping).
+    pub fn feed(&self) -> Arc<Feed> {
+        self.feed.clone()
     }
 
     /// How many objects have been removed so far (the garbage collector runs when it moves).
@@ -223,7 +228,7 @@ impl Store {
             self.history.pop_front();
         }
         self.dirty = true;
-        let _ = self.tx.send(change);
+        self.feed.publish(change);
     }
 
     /// Stores an object (new or replaced) with a fresh resourceVersion and emits `ADDED`
@@ -287,15 +292,20 @@ impl Store {
         Some(object)
     }
 
-    /// Subscribes to changes after `from` (exclusive): the retained changes since then, and
-    /// a receiver for what follows. Both are taken under the caller's lock, so nothing is
+    /// Subscribes to changes of a type after `from` (exclusive): the retained changes
+    /// since then (of every type; the caller filters them), and a subscriber for the
+    /// type's changes that follow. Both are taken under the caller's lock, so nothing is
     /// missed or repeated.
     ///
     /// Errors: [`TooOld`] when `from` predates the retained history.
-    pub fn subscribe_from(&self, from: u64) -> Result<Subscription, TooOld> {
-        let rx = self.tx.subscribe();
+    pub fn subscribe_from(
+        &self,
+        group: &str,
+        plural: &str,
+        from: u64,
+    ) -> Result<Subscription, TooOld> {
         if from >= self.rv {
-            return Ok((Vec::new(), rx));
+            return Ok((Vec::new(), self.feed.subscribe(group, plural)));
         }
         let oldest = self.history.front().map(|c| c.rv).unwrap_or(self.rv + 1);
         if from + 1 < oldest {
@@ -304,7 +314,7 @@ impl Store {
         // The history is ordered by resourceVersion.
         let first = self.history.partition_point(|c| c.rv <= from);
         let backlog = self.history.range(first..).cloned().collect();
-        Ok((backlog, rx))
+        Ok((backlog, self.feed.subscribe(group, plural)))
     }
 
     /// A snapshot of all objects.
@@ -368,11 +378,11 @@ mod tests {
         let start = s.current_rv();
         s.put("", "configmaps", cm("c"));
         s.remove("", "configmaps", "ns", "a");
-        let (backlog, _) = s.subscribe_from(start).unwrap();
+        let (backlog, _) = s.subscribe_from("", "configmaps", start).unwrap();
         let kinds: Vec<&str> = backlog.iter().map(|c| c.kind).collect();
         assert_eq!(kinds, vec!["ADDED", "DELETED"]);
         assert!(
-            s.subscribe_from(1).is_err(),
+            s.subscribe_from("", "configmaps", 1).is_err(),
             "history of 3 cannot replay from the start"
         );
         assert_eq!(s.list_ns("", "configmaps", "ns").count(), 2);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
@@ -521,6 +521,77 @@ async fn watch_with_selector_sees_objects_enter_and_leave() {
     .expect("events in time");
     assert_eq!(kinds, vec!["ADDED", "MODIFIED", "DELETED"]);
     emu.shutdown().await;
+}
+
+/// More watches than the fan-out wakes at once: each sees every change of its type, in
+/// order, and none of another type's; every watch ends when the server stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_watches_see_every_change_in_order_and_end_at_shutdown() {
+    const CHANGES: usize = 5;
+    let (emu, client) = start(EmulatorConfig::default()).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let rv = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut watches = Vec::new();
+    for _ in 0..3 * kube_emulator::feed::WAKE_SLICE + 1 {
+        let w = cms
+            .watch(&WatchParams::default().timeout(60), &rv)
+            .await
+            .expect("watch");
+        watches.push(w.boxed());
+    }
+    let mut secret_watch = secrets
+        .watch(&WatchParams::default().timeout(60), &rv)
+        .await
+        .expect("watch")
+        .boxed();
+    for i in 0..CHANGES {
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": format!("fan-{i}")}})).unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let want: Vec<String> = (0..CHANGES).map(|i| format!("ADDED fan-{i}")).collect();
+    for w in &mut watches {
+        let mut seen = Vec::new();
+        tokio::time::timeout(DEADLINE, async {
+            while seen.len() < CHANGES {
+                match w.next().await.expect("open").expect("event") {
+                    WatchEvent::Added(o) => seen.push(format!("ADDED {}", o.name_any())),
+                    other => seen.push(format!("{other:?}")),
+                }
+            }
+        })
+        .await
+        .expect("events in time");
+        assert_eq!(seen, want);
+    }
+    let stopped = std::time::Instant::now();
+    emu.shutdown().await;
+    assert!(
+        stopped.elapsed() < Duration::from_secs(4),
+        "open watches held the shutdown for {:?}",
+        stopped.elapsed()
+    );
+    for w in &mut watches {
+        let end = tokio::time::timeout(DEADLINE, w.next()).await;
+        assert!(matches!(end, Ok(None) | Ok(Some(Err(_)))), "the watch ends");
+    }
+    let secret_events = tokio::time::timeout(DEADLINE, async {
+        let mut n = 0;
+        while let Some(Ok(_)) = secret_watch.next().await {
+            n += 1;
+        }
+        n
+    })
+    .await
+    .expect("the secret watch ends");
+    assert_eq!(secret_events, 0, "a Secret watch sees no ConfigMap change");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
