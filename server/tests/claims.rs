@@ -17,6 +17,20 @@ fn claim_form(pool: &str, ttl: &str) -> String {
     form(&[("namespace", "demo"), ("pool", pool), ("ttl_seconds", ttl)])
 }
 
+/// Claims a 15-minute sandbox from `pool` in `demo` as the holder of `cookie`; the claim's
+/// name.
+async fn claim(app: &TestApp, cookie: &str, pool: &str) -> String {
+    let claimed = app
+        .send(post_form("/claims", claim_form(pool, "900"), Some(cookie)))
+        .await;
+    assert_eq!(claimed.status, StatusCode::SEE_OTHER, "{}", claimed.body);
+    claimed
+        .location()
+        .and_then(|to| to.strip_prefix("/?claimed="))
+        .expect("back to the dashboard with the claim's name")
+        .to_owned()
+}
+
 /// Reloads the dashboard until `done` holds for its HTML (the controllers work in the
 /// background); fails after a generous bound.
 async fn dashboard_until(app: &TestApp, cookie: &str, done: impl Fn(&str) -> bool) -> String {
@@ -161,19 +175,7 @@ async fn a_claims_page_shows_the_sandbox_follows_it_live_and_says_when_it_is_gon
         .await;
     let alice = app.sign_in("alice", PASSWORD).await;
     dashboard_until(&app, &alice, |b| b.contains("3 ready")).await;
-    let claimed = app
-        .send(post_form(
-            "/claims",
-            claim_form("sandbox", "900"),
-            Some(&alice),
-        ))
-        .await;
-    let name = claimed
-        .location()
-        .unwrap()
-        .strip_prefix("/?claimed=")
-        .unwrap()
-        .to_owned();
+    let name = claim(&app, &alice, "sandbox").await;
     let page_path = format!("/claims/demo/{name}");
 
     // Live: the page's stream carries the claim once Bound, with its VM.
@@ -282,19 +284,7 @@ async fn live_streams_end_with_the_session_and_with_the_console() {
         .set_disabled(otto.id, true, time::OffsetDateTime::now_utc())
         .await
         .unwrap();
-    let claimed = app
-        .send(post_form(
-            "/claims",
-            claim_form("sandbox", "900"),
-            Some(&dora),
-        ))
-        .await;
-    let name = claimed
-        .location()
-        .unwrap()
-        .strip_prefix("/?claimed=")
-        .unwrap()
-        .to_owned();
+    let name = claim(&app, &dora, "sandbox").await;
     stream_ends(&mut otto_stream, &name).await;
 
     // Signed out: the same.
@@ -320,19 +310,7 @@ async fn names_in_claim_addresses_must_be_kubernetes_names() {
     app.create_user("cora", PASSWORD, &[], false).await;
     let dora = app.sign_in("dora", PASSWORD).await;
     dashboard_until(&app, &dora, |b| b.contains("3 ready")).await;
-    let claimed = app
-        .send(post_form(
-            "/claims",
-            claim_form("sandbox", "900"),
-            Some(&dora),
-        ))
-        .await;
-    let name = claimed
-        .location()
-        .unwrap()
-        .strip_prefix("/?claimed=")
-        .unwrap()
-        .to_owned();
+    let name = claim(&app, &dora, "sandbox").await;
     for path in [
         "/claims/demo/%3Fwatch=true".to_owned(),
         "/claims/demo/%3F".to_owned(),
@@ -688,19 +666,7 @@ async fn a_waiting_claim_says_why_in_the_persons_language() {
         ))
         .await;
     assert_eq!(saved.status, StatusCode::SEE_OTHER, "{}", saved.body);
-    let claimed = app
-        .send(post_form(
-            "/claims",
-            claim_form("cold", "900"),
-            Some(&oscar),
-        ))
-        .await;
-    let name = claimed
-        .location()
-        .unwrap()
-        .strip_prefix("/?claimed=")
-        .unwrap()
-        .to_owned();
+    let name = claim(&app, &oscar, "cold").await;
     let path = format!("/claims/demo/{name}");
     let mut page = String::new();
     for _ in 0..300 {
