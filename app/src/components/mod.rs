@@ -102,20 +102,94 @@ pub fn ErrorAlert(error: AppError) -> impl IntoView {
     }
 }
 
-/// A submit button that, once hydrated, shows it is working while the browser waits.
+/// What the page knows once it runs in the browser, shared by its controls (provided by
+/// [`crate::App`]; on the server nothing happens to it). Kept at the page, not in the
+/// controls: a live update renders the dashboard's pools and rows anew, and what a button
+/// shows must survive that.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Browser {
+    /// The form of the page that has been sent (the name given to [`submit_once`]): the
+    /// browser is on its way to the server's answer, and a second submit would run the
+    /// action twice (a double click on "Claim a sandbox" made two claims). Cleared when
+    /// the page comes back from the back-forward cache.
+    pub sent: RwSignal<Option<String>>,
+}
+
+impl Browser {
+    /// Provides the signals.
+    pub(crate) fn provide() {
+        let browser = Self::fresh();
+        provide_context(browser);
+        #[cfg(feature = "hydrate")]
+        {
+            let _listener = window_event_listener(
+                leptos::ev::pageshow,
+                move |event: web_sys::PageTransitionEvent| {
+                    if event.persisted() {
+                        browser.sent.set(None);
+                    }
+                },
+            );
+        }
+    }
+
+    /// The page's signals; outside [`crate::App`] (unit tests), fresh ones.
+    pub(crate) fn get() -> Self {
+        use_context::<Self>().unwrap_or_else(Self::fresh)
+    }
+
+    fn fresh() -> Self {
+        Self {
+            sent: RwSignal::new(None),
+        }
+    }
+}
+
+/// The `submit` handler of the form named `form` (any name unique on the page, the same
+/// its [`SubmitButton`] is given): the first submit goes and marks its button busy; once
+/// hydrated, every later submit on the page, of this form or another, is held back until
+/// the answer arrives. Without JavaScript the form posts as usual.
+pub fn submit_once(form: impl Into<String>) -> impl Fn(leptos::ev::SubmitEvent) + Clone + 'static {
+    let sent = Browser::get().sent;
+    let form = form.into();
+    move |event| {
+        if sent.with_untracked(Option::is_some) {
+            event.prevent_default();
+            return;
+        }
+        sent.set(Some(form.clone()));
+    }
+}
+
+/// Classes of the full-width primary button of the sign-in style cards.
+const CARD_SUBMIT: &str = "w-full rounded-lg bg-indigo-600 px-4 py-2.5 font-semibold text-white shadow-sm hover:bg-indigo-500 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-indigo-600";
+
+/// A submit button that, once hydrated, shows it is working while the browser waits
+/// (SPEC §8: progress indication on every action that waits) and is disabled, as is every
+/// other one on the page, so no action is sent twice. `form` names its form, whose
+/// `on:submit` must be [`submit_once`] with the same name. `class` defaults to the
+/// sign-in cards' full-width button.
 #[component]
 pub fn SubmitButton(
     label: String,
     pending_label: String,
-    pending: RwSignal<bool>,
+    #[prop(into)] form: String,
+    #[prop(optional)] class: Option<&'static str>,
 ) -> impl IntoView {
+    let sent = Browser::get().sent;
+    let busy = Memo::new(move |_| sent.with(|sent| sent.as_deref() == Some(form.as_str())));
+    let class = format!(
+        "{} whitespace-nowrap aria-busy:opacity-70 disabled:cursor-wait disabled:opacity-70",
+        class.unwrap_or(CARD_SUBMIT)
+    );
     view! {
         <button
             type="submit"
-            aria-busy=move || if pending.get() { "true" } else { "false" }
-            class="w-full rounded-lg bg-indigo-600 px-4 py-2.5 font-semibold text-white shadow-sm hover:bg-indigo-500 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-indigo-600 aria-busy:opacity-70"
+            class=class
+            disabled=move || sent.with(Option::is_some)
+            aria-busy=move || if busy.get() { "true" } else { "false" }
         >
-            {move || if pending.get() { pending_label.clone() } else { label.clone() }}
+            {move || if busy.get() { pending_label.clone() } else { label.clone() }}
         </button>
     }
 }

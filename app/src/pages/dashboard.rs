@@ -1,7 +1,9 @@
 use leptos::prelude::*;
 
 use super::{DANGER_BUTTON, PRIMARY_BUTTON, SECONDARY_BUTTON};
-use crate::components::{AppHeader, CopyButton, Messages, follow_events};
+use crate::components::{
+    AppHeader, CopyButton, Messages, SubmitButton, follow_events, submit_once,
+};
 use crate::i18n::Locale;
 use crate::{ClaimRow, DashboardView, PageData, PoolRow, page_state, paths};
 
@@ -82,8 +84,15 @@ fn Pools(pools: Vec<PoolRow>, ttl_choices: Vec<u32>, locale: Locale) -> impl Int
                         );
                         let form = if pool.can_claim {
                             let choices = ttl_choices.clone();
+                            let claim_form = format!("claim {}/{}", pool.namespace, pool.name);
+                            let on_submit = submit_once(claim_form.clone());
                             view! {
-                                <form method="post" action=paths::CLAIMS class="mt-4 flex flex-wrap items-end gap-3">
+                                <form
+                                    method="post"
+                                    action=paths::CLAIMS
+                                    class="mt-4 flex flex-wrap items-end gap-3"
+                                    on:submit=on_submit
+                                >
                                     <input type="hidden" name="namespace" value=pool.namespace.clone() />
                                     <input type="hidden" name="pool" value=pool.name.clone() />
                                     <label class="text-sm font-medium">
@@ -95,7 +104,12 @@ fn Pools(pools: Vec<PoolRow>, ttl_choices: Vec<u32>, locale: Locale) -> impl Int
                                                 .collect_view()}
                                         </select>
                                     </label>
-                                    <button type="submit" class=PRIMARY_BUTTON>{locale.t("dashboard-claim-submit")}</button>
+                                    <SubmitButton
+                                        label=locale.t("dashboard-claim-submit")
+                                        pending_label=locale.t("dashboard-claim-submitting")
+                                        form=claim_form
+                                        class=PRIMARY_BUTTON
+                                    />
                                 </form>
                             }
                             .into_any()
@@ -226,12 +240,24 @@ pub(super) fn Connect(addresses: Vec<String>, locale: Locale) -> impl IntoView {
 #[component]
 pub(super) fn ReleaseForm(namespace: String, name: String, locale: Locale) -> impl IntoView {
     let question = locale.t_with("dashboard-release-confirm", &[("name", name.clone())]);
+    let release_form = format!("release {namespace}/{name}");
+    let on_submit = submit_once(release_form.clone());
     view! {
         <details>
             <summary class=SECONDARY_BUTTON>{locale.t("dashboard-release")}</summary>
-            <form method="post" action=paths::release(&namespace, &name) class="mt-2 space-y-2">
+            <form
+                method="post"
+                action=paths::release(&namespace, &name)
+                class="mt-2 space-y-2"
+                on:submit=on_submit
+            >
                 <p class="text-xs">{question}</p>
-                <button type="submit" class=DANGER_BUTTON>{locale.t("dashboard-release-submit")}</button>
+                <SubmitButton
+                    label=locale.t("dashboard-release-submit")
+                    pending_label=locale.t("dashboard-release-submitting")
+                    form=release_form
+                    class=DANGER_BUTTON
+                />
             </form>
         </details>
     }

@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 
 use super::{DANGER_BUTTON, INPUT_CLASS, PRIMARY_BUTTON, SECONDARY_BUTTON};
-use crate::components::{AppHeader, Messages};
+use crate::components::{AppHeader, Messages, SubmitButton, submit_once};
 use crate::{PageData, page_state, paths};
 
 /// Pools (operators, SPEC §5): every pool with its counts, and a form to create or change
@@ -81,7 +81,7 @@ pub fn Pools() -> impl IntoView {
             </div>
             <section class=card aria-labelledby="pool-form">
                 <h2 id="pool-form" class="mb-4 text-lg font-semibold">{locale.t("pools-form-title")}</h2>
-                <form method="post" action=paths::POOLS class="grid gap-4 sm:grid-cols-2">
+                <form method="post" action=paths::POOLS class="grid gap-4 sm:grid-cols-2" on:submit=submit_once("pool")>
                     {field("namespace", locale.t("pools-namespace"), typed("namespace", form.namespace), "text")}
                     {field("name", locale.t("pools-name"), typed("name", form.name), "text")}
                     {field("warm_replicas", locale.t("pools-warm"), typed("warm_replicas", form.warm_replicas.to_string()), "number")}
@@ -92,7 +92,12 @@ pub fn Pools() -> impl IntoView {
                     {field("memory", locale.t("pools-memory"), typed("memory", form.memory), "text")}
                     {field("provider", locale.t("pools-provider"), typed("provider", form.provider), "text")}
                     <div class="sm:col-span-2">
-                        <button type="submit" class=PRIMARY_BUTTON>{locale.t("pools-save")}</button>
+                        <SubmitButton
+                            label=locale.t("pools-save")
+                            pending_label=locale.t("form-saving")
+                            form="pool"
+                            class=PRIMARY_BUTTON
+                        />
                     </div>
                 </form>
             </section>

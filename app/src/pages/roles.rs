@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 
 use super::{DANGER_BUTTON, INPUT_CLASS, PRIMARY_BUTTON, SECONDARY_BUTTON};
-use crate::components::{AppHeader, Messages};
+use crate::components::{AppHeader, Messages, SubmitButton, submit_once};
 use crate::i18n::Locale;
 use crate::{PageData, RoleRow, page_state, paths};
 
@@ -40,7 +40,7 @@ pub fn Roles() -> impl IntoView {
             <section class=card aria-labelledby="role-form">
                 <h2 id="role-form" class="mb-2 text-lg font-semibold">{locale.t("roles-form-title")}</h2>
                 <p class="mb-4 text-sm text-slate-600 dark:text-slate-300">{locale.t("roles-form-help")}</p>
-                <form method="post" action=paths::ROLES class="space-y-4">
+                <form method="post" action=paths::ROLES class="space-y-4" on:submit=submit_once("role")>
                     <label class="block text-sm font-medium">
                         {locale.t("roles-name")}
                         <input class=INPUT_CLASS type="text" name="name" value=typed_name required autocapitalize="none" spellcheck="false" />
@@ -69,7 +69,12 @@ pub fn Roles() -> impl IntoView {
                             }).collect_view()}
                         </tbody>
                     </table>
-                    <button type="submit" class=PRIMARY_BUTTON>{locale.t("roles-save")}</button>
+                    <SubmitButton
+                        label=locale.t("roles-save")
+                        pending_label=locale.t("form-saving")
+                        form="role"
+                        class=PRIMARY_BUTTON
+                    />
                 </form>
             </section>
         </main>
