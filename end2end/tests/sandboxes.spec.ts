@@ -58,6 +58,20 @@ test('claim a sandbox, see it bound, release it', async ({ page }, info) => {
   await expect(claim.getByTestId('countdown')).toContainText(/in 1[45] minutes/);
   await expect(claim.getByTestId('connect')).toContainText(/^ssh sandbox@/);
 
+  // Copy: with JavaScript it copies and says so for a moment; without, there is no button
+  // that would do nothing (the command can be selected by hand).
+  const copy = claim.getByRole('button', { name: 'Copy' });
+  if (js) {
+    await page.context().grantPermissions(['clipboard-read', 'clipboard-write']);
+    await copy.click();
+    await expect(claim.getByTestId('copy-status')).toHaveText('Copied');
+    const command = await claim.getByTestId('connect').textContent();
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(command);
+    await expect(claim.getByTestId('copy-status')).toHaveText('', { timeout: 5_000 });
+  } else {
+    await expect(copy).toHaveCount(0);
+  }
+
   // Its own page: the VM, when it was bound, how to connect; released from there.
   const name = (await claim.getAttribute('data-claim'))!;
   await claim.getByRole('link', { name }).click();

@@ -64,6 +64,10 @@ async fn a_developer_claims_a_sandbox_sees_it_bound_and_releases_it() {
         bound.contains("ssh sandbox@"),
         "a connect command for the address"
     );
+    assert!(
+        !bound.contains(">Copy<"),
+        "no copy button before hydration: without JavaScript it would do nothing"
+    );
     let name = bound
         .split("data-claim=\"")
         .nth(1)

@@ -108,18 +108,34 @@ pub fn ErrorAlert(error: AppError) -> impl IntoView {
 /// shows must survive that.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Browser {
+    /// The page is hydrated: controls that need JavaScript (copy buttons) may show.
+    pub hydrated: RwSignal<bool>,
     /// The form of the page that has been sent (the name given to [`submit_once`]): the
     /// browser is on its way to the server's answer, and a second submit would run the
     /// action twice (a double click on "Claim a sandbox" made two claims). Cleared when
     /// the page comes back from the back-forward cache.
     pub sent: RwSignal<Option<String>>,
+    /// The last copy to the clipboard, shown beside the copy buttons of that text for
+    /// about two seconds.
+    pub copied: RwSignal<Option<Copied>>,
+}
+
+/// A copy to the clipboard and how it went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Copied {
+    pub text: String,
+    pub ok: bool,
+    /// Tells this copy from a later one of the same text, so only its own timer clears it.
+    pub serial: u64,
 }
 
 impl Browser {
-    /// Provides the signals.
+    /// Provides the signals and, in the browser, marks the page hydrated once it is.
     pub(crate) fn provide() {
         let browser = Self::fresh();
         provide_context(browser);
+        // Effects run only in the browser, after hydration.
+        Effect::new(move |_| browser.hydrated.set(true));
         #[cfg(feature = "hydrate")]
         {
             let _listener = window_event_listener(
@@ -140,7 +156,9 @@ impl Browser {
 
     fn fresh() -> Self {
         Self {
+            hydrated: RwSignal::new(false),
             sent: RwSignal::new(None),
+            copied: RwSignal::new(None),
         }
     }
 }
@@ -276,20 +294,80 @@ pub fn SignOutButton() -> impl IntoView {
     }
 }
 
-/// Copies `text` to the clipboard once hydrated; without JavaScript the text beside it
-/// can be selected and copied by hand.
+/// Copies `text` to the clipboard, then says "Copied" for about two seconds (or that it
+/// could not), politely announced to screen readers. It exists only once hydrated and
+/// where the browser has a clipboard (secure contexts): without JavaScript a button would
+/// do nothing, and the text beside it can be selected and copied by hand.
 #[component]
 pub fn CopyButton(text: String, label: String) -> impl IntoView {
+    let locale = page_state().locale;
+    let Browser {
+        hydrated, copied, ..
+    } = Browser::get();
+    let said = {
+        let text = text.clone();
+        move || {
+            copied.with(|last| {
+                last.as_ref()
+                    .filter(|c| c.text == text)
+                    .map(|c| locale.t(if c.ok { "copy-done" } else { "copy-failed" }))
+            })
+        }
+    };
     let copy = move |_| {
         #[cfg(feature = "hydrate")]
-        if let Some(window) = web_sys::window() {
-            let _ = window.navigator().clipboard().write_text(&text);
+        {
+            use std::sync::atomic::{AtomicU64, Ordering};
+            let Some(window) = web_sys::window() else {
+                return;
+            };
+            let written = window.navigator().clipboard().write_text(&text);
+            let text = text.clone();
+            leptos::task::spawn_local(async move {
+                let ok = wasm_bindgen_futures::JsFuture::from(written).await.is_ok();
+                static SERIAL: AtomicU64 = AtomicU64::new(0);
+                let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
+                copied.set(Some(Copied { text, ok, serial }));
+                set_timeout(
+                    move || {
+                        if copied.with_untracked(|c| c.as_ref().is_some_and(|c| c.serial == serial))
+                        {
+                            copied.set(None);
+                        }
+                    },
+                    std::time::Duration::from_secs(2),
+                );
+            });
         }
         #[cfg(not(feature = "hydrate"))]
         let _ = &text;
     };
-    view! {
-        <button type="button" class=crate::pages::SECONDARY_BUTTON on:click=copy>{label}</button>
+    move || {
+        (hydrated.get() && clipboard_available()).then(|| {
+            let label = label.clone();
+            let copy = copy.clone();
+            let said = said.clone();
+            view! {
+                <span class="inline-flex items-center gap-2">
+                    <button type="button" class=crate::pages::SECONDARY_BUTTON on:click=copy>{label}</button>
+                    <span aria-live="polite" class="text-xs text-slate-600 dark:text-slate-300" data-testid="copy-status">
+                        {said}
+                    </span>
+                </span>
+            }
+        })
+    }
+}
+
+/// Whether `navigator.clipboard` exists: only in secure contexts (HTTPS, loopback).
+fn clipboard_available() -> bool {
+    #[cfg(feature = "hydrate")]
+    {
+        web_sys::window().is_some_and(|w| w.is_secure_context())
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        false
     }
 }
 
