@@ -1,4 +1,4 @@
-import { Page } from '@playwright/test';
+import { Locator, Page } from '@playwright/test';
 import { test, expect, open, signIn, NEW_ADMIN_PASSWORD } from './fixtures';
 
 // The self-service journey against each console's dev cluster (the Kubernetes emulator
@@ -32,6 +32,14 @@ async function signInLive(page: Page): Promise<void> {
   const live = page.waitForResponse((r) => r.url().endsWith('/events/dashboard'));
   await signIn(page, 'admin', NEW_ADMIN_PASSWORD);
   await live;
+}
+
+/** Fails when `locator` wraps: one line of text (at most 20 px here) plus its padding and
+ *  border stays under 40 px; a second line would pass it. */
+async function oneLine(locator: Locator): Promise<void> {
+  const box = await locator.boundingBox();
+  expect(box, 'visible').not.toBeNull();
+  expect(box!.height, `${await locator.textContent()} on one line`).toBeLessThan(40);
 }
 
 test('claim a sandbox, see it bound, release it', async ({ page }, info) => {
@@ -121,13 +129,14 @@ test('an expired sandbox leaves the page by itself', async ({ page }, info) => {
   });
 });
 
-test('the whole journey in Japanese', async ({ browser }, info) => {
+test('the whole journey in Japanese, on a phone', async ({ browser }, info) => {
   test.setTimeout(90_000);
   const js = info.project.use.javaScriptEnabled !== false;
   const context = await browser.newContext({
     baseURL: info.project.use.baseURL,
     javaScriptEnabled: js,
     locale: 'ja-JP',
+    viewport: { width: 390, height: 844 },
   });
   const page = await context.newPage();
   await open(page, '/sign-in', js);
@@ -144,6 +153,16 @@ test('the whole journey in Japanese', async ({ browser }, info) => {
     await expect(claim.getByTestId('phase')).toHaveText('割り当て済み', { timeout });
   });
   await expect(claim.getByTestId('countdown')).toContainText(/あと 1[45] 分/);
+  // 390 px wide: the badge and the header's buttons stay on one line each, inside the
+  // screen (the table may scroll sideways).
+  await oneLine(claim.getByTestId('phase'));
+  for (const name of ['日本語', 'English', 'サインアウト']) {
+    const button = page.getByRole('banner').getByRole('button', { name });
+    await oneLine(button);
+    const box = (await button.boundingBox())!;
+    expect(box.x + box.width).toBeLessThanOrEqual(390);
+  }
+
   const name = (await claim.getAttribute('data-claim'))!;
   await claim.getByRole('link', { name }).click();
   await expect(page.getByText('仮想マシン')).toBeVisible();

@@ -74,9 +74,9 @@ pub fn LanguageSwitch() -> impl IntoView {
                             lang=option.tag()
                             aria-pressed=if current { "true" } else { "false" }
                             class=if current {
-                                "rounded-md px-2 py-1 font-semibold text-indigo-700 dark:text-indigo-300"
+                                "whitespace-nowrap rounded-md px-2 py-1 font-semibold text-indigo-700 dark:text-indigo-300"
                             } else {
-                                "rounded-md px-2 py-1 text-slate-500 hover:text-slate-900 focus-visible:outline-2 focus-visible:outline-indigo-500 dark:text-slate-400 dark:hover:text-white"
+                                "whitespace-nowrap rounded-md px-2 py-1 text-slate-500 hover:text-slate-900 focus-visible:outline-2 focus-visible:outline-indigo-500 dark:text-slate-400 dark:hover:text-white"
                             }
                         >
                             {locale.t(&format!("language-{}", option.tag()))}
@@ -234,14 +234,14 @@ pub fn AppHeader() -> impl IntoView {
                 {navigable
                     .then(|| {
                         view! {
-                        <nav class="flex flex-wrap gap-4 text-sm">
-                            <a href=paths::DASHBOARD.to_owned() class="hover:underline">
+                        <nav class="flex flex-wrap gap-x-4 gap-y-1 text-sm">
+                            <a href=paths::DASHBOARD.to_owned() class="whitespace-nowrap hover:underline">
                                 {locale.t("nav-dashboard")}
                             </a>
                             {is_operator
                                 .then(|| {
                                     view! {
-                                        <a href=paths::POOLS.to_owned() class="hover:underline">
+                                        <a href=paths::POOLS.to_owned() class="whitespace-nowrap hover:underline">
                                             {locale.t("nav-pools")}
                                         </a>
                                     }
@@ -249,24 +249,24 @@ pub fn AppHeader() -> impl IntoView {
                             {is_admin
                                 .then(|| {
                                     view! {
-                                        <a href=paths::USERS.to_owned() class="hover:underline">
+                                        <a href=paths::USERS.to_owned() class="whitespace-nowrap hover:underline">
                                             {locale.t("nav-users")}
                                         </a>
-                                        <a href=paths::ROLES.to_owned() class="hover:underline">
+                                        <a href=paths::ROLES.to_owned() class="whitespace-nowrap hover:underline">
                                             {locale.t("nav-roles")}
                                         </a>
-                                        <a href=paths::AUDIT.to_owned() class="hover:underline">
+                                        <a href=paths::AUDIT.to_owned() class="whitespace-nowrap hover:underline">
                                             {locale.t("nav-audit")}
                                         </a>
                                     }
                                 })}
-                            <a href=paths::ACCOUNT.to_owned() class="hover:underline">
+                            <a href=paths::ACCOUNT.to_owned() class="whitespace-nowrap hover:underline">
                                 {locale.t("nav-account")}
                             </a>
                         </nav>
                         }
                     })}
-                <div class="ms-auto flex items-center gap-4">
+                <div class="ms-auto flex flex-wrap items-center justify-end gap-x-4 gap-y-2">
                     <span class="text-sm text-slate-600 dark:text-slate-300" data-testid="signed-in-as">
                         {who}
                     </span>
@@ -286,7 +286,7 @@ pub fn SignOutButton() -> impl IntoView {
         <form method="post" action=paths::SIGN_OUT>
             <button
                 type="submit"
-                class="rounded-lg border border-slate-300 px-3 py-1.5 text-sm hover:bg-slate-100 dark:border-slate-700 dark:hover:bg-slate-800"
+                class="whitespace-nowrap rounded-lg border border-slate-300 px-3 py-1.5 text-sm hover:bg-slate-100 dark:border-slate-700 dark:hover:bg-slate-800"
             >
                 {locale.t("sign-out")}
             </button>

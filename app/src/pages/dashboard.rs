@@ -289,7 +289,7 @@ pub(super) fn PhaseBadge(phase: String, locale: Locale) -> impl IntoView {
         ),
     };
     view! {
-        <span class=format!("rounded-full px-2 py-0.5 text-xs font-medium {color}") data-testid="phase">
+        <span class=format!("inline-block whitespace-nowrap rounded-full px-2 py-0.5 text-xs font-medium {color}") data-testid="phase">
             {locale.t(key)}
         </span>
     }
