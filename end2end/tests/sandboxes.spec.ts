@@ -184,6 +184,7 @@ test('a double click on "Claim a sandbox" makes one claim', async ({ page }, inf
   await open(page, '/sign-in', true);
   await signInLive(page);
   await expect(page.getByTestId('no-claims')).toBeVisible();
+  await expect(page.getByTestId('claims-table')).toHaveCount(0);
 
   // A slow answer, so the second click of the double click lands while the first post is
   // still on its way (as with a person and a busy cluster); count what the browser sends.

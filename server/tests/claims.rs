@@ -44,6 +44,10 @@ async fn a_developer_claims_a_sandbox_sees_it_bound_and_releases_it() {
         "the demo pool is listed"
     );
     assert!(page.contains("Claim a sandbox"), "a developer may claim");
+    assert!(
+        page.contains("data-testid=\"no-claims\"") && !page.contains("claims-table"),
+        "no sandbox yet: the sentence says so, and no empty table shows its header"
+    );
 
     let claimed = app
         .send(post_form(
@@ -64,6 +68,7 @@ async fn a_developer_claims_a_sandbox_sees_it_bound_and_releases_it() {
         bound.contains("ssh sandbox@"),
         "a connect command for the address"
     );
+    assert!(bound.contains("data-testid=\"claims-table\""));
     assert!(
         !bound.contains(">Copy<"),
         "no copy button before hydration: without JavaScript it would do nothing"

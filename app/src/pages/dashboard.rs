@@ -151,24 +151,27 @@ fn Claims(claims: Vec<ClaimRow>, everyone: bool, locale: Locale) -> impl IntoVie
             <h2 id=id class="text-lg font-semibold">{locale.t(title)}</h2>
             {(!everyone).then(|| view! { <p class="text-xs text-slate-500">{locale.t("dashboard-refresh-hint")}</p> })}
             {(empty && !everyone).then(|| view! { <p class="text-sm text-slate-500" data-testid="no-claims">{locale.t("dashboard-no-claims")}</p> })}
-            <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
-                <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid=table>
-                    <thead class="bg-slate-100 dark:bg-slate-900">
-                        <tr>
-                            <th class=th scope="col">{locale.t("dashboard-col-name")}</th>
-                            {everyone.then(|| view! { <th class=th scope="col">{locale.t("dashboard-col-subject")}</th> })}
-                            <th class=th scope="col">{locale.t("dashboard-col-pool")}</th>
-                            <th class=th scope="col">{locale.t("dashboard-col-phase")}</th>
-                            <th class=th scope="col">{locale.t("dashboard-col-expires")}</th>
-                            <th class=th scope="col">{locale.t("dashboard-col-addresses")}</th>
-                            <th class=th scope="col"><span class="sr-only">{locale.t("dashboard-release-submit")}</span></th>
-                        </tr>
-                    </thead>
-                    <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
-                        {claims.into_iter().map(|claim| view! { <ClaimLine claim everyone locale /> }).collect_view()}
-                    </tbody>
-                </table>
-            </div>
+            // No table without rows: the sentence above says there is nothing.
+            {(!empty).then(|| view! {
+                <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
+                    <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid=table>
+                        <thead class="bg-slate-100 dark:bg-slate-900">
+                            <tr>
+                                <th class=th scope="col">{locale.t("dashboard-col-name")}</th>
+                                {everyone.then(|| view! { <th class=th scope="col">{locale.t("dashboard-col-subject")}</th> })}
+                                <th class=th scope="col">{locale.t("dashboard-col-pool")}</th>
+                                <th class=th scope="col">{locale.t("dashboard-col-phase")}</th>
+                                <th class=th scope="col">{locale.t("dashboard-col-expires")}</th>
+                                <th class=th scope="col">{locale.t("dashboard-col-addresses")}</th>
+                                <th class=th scope="col"><span class="sr-only">{locale.t("dashboard-release-submit")}</span></th>
+                            </tr>
+                        </thead>
+                        <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
+                            {claims.into_iter().map(|claim| view! { <ClaimLine claim everyone locale /> }).collect_view()}
+                        </tbody>
+                    </table>
+                </div>
+            })}
         </section>
     }
 }

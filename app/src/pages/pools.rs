@@ -33,52 +33,56 @@ pub fn Pools() -> impl IntoView {
             </label>
         }
     };
+    let empty = view.pools.is_empty();
     view! {
         <AppHeader />
         <main class="mx-auto max-w-5xl space-y-8 px-4 py-8">
             <h1 class="text-2xl font-semibold tracking-tight">{locale.t("pools-title")}</h1>
             <Messages />
-            <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
-                <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="pools-table">
-                    <thead class="bg-slate-100 dark:bg-slate-900">
-                        <tr>
-                            <th class=th scope="col">{locale.t("pools-name")}</th>
-                            <th class=th scope="col">{locale.t("pools-sizes")}</th>
-                            <th class=th scope="col">{locale.t("pools-image")}</th>
-                            <th class=th scope="col"><span class="sr-only">{locale.t("roles-actions")}</span></th>
-                        </tr>
-                    </thead>
-                    <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
-                        {view.pools.into_iter().map(|pool| {
-                            let edit = format!("{}?edit={}/{}", paths::POOLS, pool.namespace, pool.name);
-                            let delete = format!("{}/{}/{}/delete", paths::POOLS, pool.namespace, pool.name);
-                            let sizes = locale.t_with("pools-size-line", &[
-                                ("warm", pool.warm_replicas.to_string()),
-                                ("max", pool.max_replicas.to_string()),
-                                ("ready", pool.ready.to_string()),
-                                ("claimed", pool.claimed.to_string()),
-                                ("total", pool.total.to_string()),
-                            ]);
-                            view! {
-                                <tr data-pool=pool.name.clone()>
-                                    <td class="px-3 py-2"><span class="font-medium">{pool.name.clone()}</span><br /><span class="text-xs text-slate-500">{pool.namespace.clone()}</span></td>
-                                    <td class="px-3 py-2">{sizes}</td>
-                                    <td class="px-3 py-2 text-xs">{format!("{} · {} · {} CPU · {}", pool.image, pool.image_revision, pool.cpu, pool.memory)}</td>
-                                    <td class="px-3 py-2 text-right">
-                                        <a href=edit class=SECONDARY_BUTTON>{locale.t("roles-edit")}</a>
-                                        <details class="mt-2">
-                                            <summary class="cursor-pointer text-xs">{locale.t("roles-delete")}</summary>
-                                            <form method="post" action=delete class="mt-2">
-                                                <button type="submit" class=DANGER_BUTTON>{locale.t("pools-delete-confirm")}</button>
-                                            </form>
-                                        </details>
-                                    </td>
-                                </tr>
-                            }
-                        }).collect_view()}
-                    </tbody>
-                </table>
-            </div>
+            {empty.then(|| view! { <p class="text-sm text-slate-500" data-testid="no-pools">{locale.t("pools-none")}</p> })}
+            {(!empty).then(|| view! {
+                <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
+                    <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="pools-table">
+                        <thead class="bg-slate-100 dark:bg-slate-900">
+                            <tr>
+                                <th class=th scope="col">{locale.t("pools-name")}</th>
+                                <th class=th scope="col">{locale.t("pools-sizes")}</th>
+                                <th class=th scope="col">{locale.t("pools-image")}</th>
+                                <th class=th scope="col"><span class="sr-only">{locale.t("roles-actions")}</span></th>
+                            </tr>
+                        </thead>
+                        <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
+                            {view.pools.into_iter().map(|pool| {
+                                let edit = format!("{}?edit={}/{}", paths::POOLS, pool.namespace, pool.name);
+                                let delete = format!("{}/{}/{}/delete", paths::POOLS, pool.namespace, pool.name);
+                                let sizes = locale.t_with("pools-size-line", &[
+                                    ("warm", pool.warm_replicas.to_string()),
+                                    ("max", pool.max_replicas.to_string()),
+                                    ("ready", pool.ready.to_string()),
+                                    ("claimed", pool.claimed.to_string()),
+                                    ("total", pool.total.to_string()),
+                                ]);
+                                view! {
+                                    <tr data-pool=pool.name.clone()>
+                                        <td class="px-3 py-2"><span class="font-medium">{pool.name.clone()}</span><br /><span class="text-xs text-slate-500">{pool.namespace.clone()}</span></td>
+                                        <td class="px-3 py-2">{sizes}</td>
+                                        <td class="px-3 py-2 text-xs">{format!("{} · {} · {} CPU · {}", pool.image, pool.image_revision, pool.cpu, pool.memory)}</td>
+                                        <td class="px-3 py-2 text-right">
+                                            <a href=edit class=SECONDARY_BUTTON>{locale.t("roles-edit")}</a>
+                                            <details class="mt-2">
+                                                <summary class="cursor-pointer text-xs">{locale.t("roles-delete")}</summary>
+                                                <form method="post" action=delete class="mt-2">
+                                                    <button type="submit" class=DANGER_BUTTON>{locale.t("pools-delete-confirm")}</button>
+                                                </form>
+                                            </details>
+                                        </td>
+                                    </tr>
+                                }
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                </div>
+            })}
             <section class=card aria-labelledby="pool-form">
                 <h2 id="pool-form" class="mb-4 text-lg font-semibold">{locale.t("pools-form-title")}</h2>
                 <form method="post" action=paths::POOLS class="grid gap-4 sm:grid-cols-2" on:submit=submit_once("pool")>

@@ -84,50 +84,60 @@ pub fn Roles() -> impl IntoView {
 #[component]
 fn RoleList(title: String, roles: Vec<RoleRow>, editable: bool, locale: Locale) -> impl IntoView {
     let th = "px-3 py-2 text-left font-medium";
+    let (table, none) = if editable {
+        ("custom-roles-table", "roles-custom-none")
+    } else {
+        ("builtin-roles-table", "roles-builtin-none")
+    };
+    let empty = roles.is_empty();
     view! {
         <section class="space-y-3">
             <h2 class="text-lg font-semibold">{title}</h2>
-            <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
-                <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800">
-                    <thead class="bg-slate-100 dark:bg-slate-900">
-                        <tr>
-                            <th class=th scope="col">{locale.t("roles-name")}</th>
-                            <th class=th scope="col">{locale.t("roles-rules")}</th>
-                            <th class=th scope="col">{locale.t("roles-holders")}</th>
-                            <th class=th scope="col"><span class="sr-only">{locale.t("roles-actions")}</span></th>
-                        </tr>
-                    </thead>
-                    <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
-                        {roles.into_iter().map(|role| {
-                            let actions = editable.then(|| {
-                                let edit = format!("{}?edit={}", paths::ROLES, role.name);
-                                let delete = format!("{}/{}/delete", paths::ROLES, role.name);
+            // No table without rows: a sentence says there is none.
+            {empty.then(|| view! { <p class="text-sm text-slate-500" data-testid=format!("{table}-empty")>{locale.t(none)}</p> })}
+            {(!empty).then(|| view! {
+                <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
+                    <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid=table>
+                        <thead class="bg-slate-100 dark:bg-slate-900">
+                            <tr>
+                                <th class=th scope="col">{locale.t("roles-name")}</th>
+                                <th class=th scope="col">{locale.t("roles-rules")}</th>
+                                <th class=th scope="col">{locale.t("roles-holders")}</th>
+                                <th class=th scope="col"><span class="sr-only">{locale.t("roles-actions")}</span></th>
+                            </tr>
+                        </thead>
+                        <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
+                            {roles.into_iter().map(|role| {
+                                let actions = editable.then(|| {
+                                    let edit = format!("{}?edit={}", paths::ROLES, role.name);
+                                    let delete = format!("{}/{}/delete", paths::ROLES, role.name);
+                                    view! {
+                                        <a href=edit class=SECONDARY_BUTTON>{locale.t("roles-edit")}</a>
+                                        <details class="mt-2">
+                                            <summary class="cursor-pointer text-xs">{locale.t("roles-delete")}</summary>
+                                            <form method="post" action=delete class="mt-2">
+                                                <button type="submit" class=DANGER_BUTTON>{locale.t("roles-delete-confirm")}</button>
+                                            </form>
+                                        </details>
+                                    }
+                                });
                                 view! {
-                                    <a href=edit class=SECONDARY_BUTTON>{locale.t("roles-edit")}</a>
-                                    <details class="mt-2">
-                                        <summary class="cursor-pointer text-xs">{locale.t("roles-delete")}</summary>
-                                        <form method="post" action=delete class="mt-2">
-                                            <button type="submit" class=DANGER_BUTTON>{locale.t("roles-delete-confirm")}</button>
-                                        </form>
-                                    </details>
+                                    <tr data-role=role.name.clone()>
+                                        <td class="px-3 py-2 font-medium">{role.name.clone()}</td>
+                                        <td class="px-3 py-2">
+                                            <ul class="space-y-1 text-xs">
+                                                {role.rules.iter().map(|r| view! { <li>{r.clone()}</li> }).collect_view()}
+                                            </ul>
+                                        </td>
+                                        <td class="px-3 py-2 text-xs" data-testid="holders">{role.holders.join(", ")}</td>
+                                        <td class="px-3 py-2 text-right">{actions}</td>
+                                    </tr>
                                 }
-                            });
-                            view! {
-                                <tr data-role=role.name.clone()>
-                                    <td class="px-3 py-2 font-medium">{role.name.clone()}</td>
-                                    <td class="px-3 py-2">
-                                        <ul class="space-y-1 text-xs">
-                                            {role.rules.iter().map(|r| view! { <li>{r.clone()}</li> }).collect_view()}
-                                        </ul>
-                                    </td>
-                                    <td class="px-3 py-2 text-xs" data-testid="holders">{role.holders.join(", ")}</td>
-                                    <td class="px-3 py-2 text-right">{actions}</td>
-                                </tr>
-                            }
-                        }).collect_view()}
-                    </tbody>
-                </table>
-            </div>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                </div>
+            })}
         </section>
     }
 }
