@@ -275,6 +275,7 @@ pools-provider = Provider
 pools-save = Save pool
 pools-form-title = Create or change a pool
 pools-none = No pool yet.
+pools-read-only = You may look at the pools; Kubernetes does not let your roles create or change them.
 pools-delete-confirm = Delete this pool
 notice-pool-saved = Pool { $name } saved.
 notice-pool-deleted = Pool { $name } deleted; claimed sandboxes stay until released.

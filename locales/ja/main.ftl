@@ -257,6 +257,7 @@ pools-provider = プロバイダー
 pools-save = プールを保存
 pools-form-title = プールの作成・変更
 pools-none = プールはまだありません。
+pools-read-only = プールを見ることはできますが、あなたのロールでは Kubernetes がプールの作成・変更を許可していません。
 pools-delete-confirm = このプールを削除
 notice-pool-saved = プール { $name } を保存しました。
 notice-pool-deleted = プール { $name } を削除しました。使用中のサンドボックスは解放されるまで残ります。

@@ -482,6 +482,11 @@ async fn operators_manage_pools_and_developers_are_refused_by_kubernetes() {
     let page = app.send(get("/pools?edit=demo/small", Some(&oscar))).await;
     assert!(page.body.contains("data-pool=\"small\""), "listed");
     assert!(
+        page.body.contains("action=\"/pools\"") && page.body.contains("/pools/demo/small/delete"),
+        "an operator gets the form and the Edit / Delete buttons"
+    );
+    assert!(!page.body.contains("pools-read-only"));
+    assert!(
         page.body.contains("value=\"banlieue/sandbox:r1\""),
         "the edit form is filled"
     );
@@ -517,6 +522,23 @@ async fn operators_manage_pools_and_developers_are_refused_by_kubernetes() {
     assert!(!page.body.contains("data-pool=\"small\""));
 
     let dave = app.sign_in("dave", PASSWORD).await;
+    // A developer may look at the pools, but Kubernetes would refuse any change: no form,
+    // no Edit / Delete, and a sentence saying why.
+    let looking = app.send(get("/pools", Some(&dave))).await;
+    assert_eq!(looking.status, StatusCode::OK, "{}", looking.body);
+    assert!(
+        looking.body.contains("data-pool=\"sandbox\""),
+        "{}",
+        looking.body
+    );
+    assert!(
+        !looking.body.contains("action=\"/pools\""),
+        "{}",
+        looking.body
+    );
+    assert!(!looking.body.contains("/delete\""), "{}", looking.body);
+    assert!(!looking.body.contains("?edit="), "{}", looking.body);
+    assert!(looking.body.contains("data-testid=\"pools-read-only\""));
     let refused = app
         .send(post_form("/pools", pool("mine", "2"), Some(&dave)))
         .await;
