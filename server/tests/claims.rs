@@ -546,3 +546,73 @@ async fn operators_manage_pools_and_developers_are_refused_by_kubernetes() {
     assert!(refused.alert().unwrap().contains("console:dave"));
     dev.shutdown().await;
 }
+
+/// Whether the checkbox `name` is ticked in `html`.
+fn ticked(html: &str, name: &str) -> bool {
+    let input = html
+        .split_once(&format!("name=\"{name}\""))
+        .unwrap_or_else(|| panic!("{name} missing in {html}"))
+        .1;
+    input[..input.find('>').unwrap()].contains("checked")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_role_form_keeps_what_was_typed_and_ticked() {
+    let (app, dev) = TestApp::with_dev_cluster().await;
+    app.create_user("ada", PASSWORD, &["admin"], false).await;
+    let admin = app.sign_in("ada", PASSWORD).await;
+
+    // No custom role yet: a sentence, not an empty table.
+    let page = app.send(get("/roles", Some(&admin))).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body.contains("custom-roles-table-empty"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("data-testid=\"custom-roles-table\""));
+    assert!(page.body.contains("data-testid=\"builtin-roles-table\""));
+    assert!(!ticked(&page.body, "grant.virtualmachineclaims.create"));
+
+    for (name, grants) in [
+        (
+            "Bad_Name",
+            &[
+                "grant.virtualmachineclaims.create",
+                "grant.virtualmachines.get",
+            ][..],
+        ),
+        ("admin", &["grant.virtualmachinepools.list"][..]),
+        ("keeper", &[][..]),
+    ] {
+        let mut fields = vec![("name", name)];
+        fields.extend(grants.iter().map(|g| (*g, "on")));
+        let refused = app
+            .send(post_form("/roles", form(&fields), Some(&admin)))
+            .await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{name}");
+        assert!(refused.alert().is_some(), "{name}: {}", refused.body);
+        assert!(
+            refused
+                .body
+                .contains(&format!("name=\"name\" value=\"{name}\"")),
+            "{name} is typed again: {}",
+            refused.body
+        );
+        for resource in [
+            "virtualmachinepools",
+            "virtualmachineclaims",
+            "virtualmachines",
+        ] {
+            for verb in ["get", "list", "watch", "create", "update", "delete"] {
+                let field = format!("grant.{resource}.{verb}");
+                assert_eq!(
+                    ticked(&refused.body, &field),
+                    grants.contains(&field.as_str()),
+                    "{name}: {field}"
+                );
+            }
+        }
+    }
+    dev.shutdown().await;
+}

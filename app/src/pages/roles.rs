@@ -18,16 +18,20 @@ pub fn Roles() -> impl IntoView {
     };
     let card = "rounded-2xl border border-slate-200 bg-white p-6 shadow-sm dark:border-slate-800 dark:bg-slate-900";
     let editing = view.editing.clone();
-    let typed_name = state
-        .feedback
-        .as_ref()
-        .map(|f| f.value("name"))
-        .or_else(|| editing.as_ref().map(|e| e.name.clone()))
-        .unwrap_or_default();
-    let granted = move |resource: &str, verb: &str| {
-        editing
+    // After a refused save, what was typed and ticked; else the role being edited.
+    let typed = state.feedback.as_ref().map(|f| f.values.clone());
+    let typed_name = match (&typed, &editing) {
+        (Some(values), _) => values.get("name").cloned().unwrap_or_default(),
+        (None, Some(role)) => role.name.clone(),
+        (None, None) => String::new(),
+    };
+    let granted = move |resource: &str, verb: &str| match &typed {
+        Some(values) => values
+            .get(&format!("grant.{resource}.{verb}"))
+            .is_some_and(|v| v == "on"),
+        None => editing
             .as_ref()
-            .is_some_and(|e| e.grants.iter().any(|(r, v)| r == resource && v == verb))
+            .is_some_and(|e| e.grants.iter().any(|(r, v)| r == resource && v == verb)),
     };
     let th = "px-3 py-2 text-left font-medium";
     view! {
