@@ -107,6 +107,7 @@ pub fn App() -> impl IntoView {
     let locale = state.locale;
     let page = state.page;
     provide_context(state);
+    components::Browser::provide();
     view! {
         <Title text=locale.t("app-name") />
         {match page {

@@ -403,6 +403,9 @@ pub struct PoolsView {
     pub pools: Vec<PoolForm>,
     /// What the form shows: the pool being edited (`?edit=<ns>/<name>`), or defaults.
     pub form: PoolForm,
+    /// Whether Kubernetes lets the person create pools in every namespace
+    /// (SelfSubjectAccessReview): only then the form and the Edit / Delete buttons show.
+    pub can_manage: bool,
 }
 
 /// A VirtualMachinePool's settings, as listed and as edited.

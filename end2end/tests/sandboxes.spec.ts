@@ -1,4 +1,4 @@
-import { Page } from '@playwright/test';
+import { Locator, Page } from '@playwright/test';
 import { test, expect, open, signIn, NEW_ADMIN_PASSWORD } from './fixtures';
 
 // The self-service journey against each console's dev cluster (the Kubernetes emulator
@@ -26,6 +26,22 @@ async function until(
   }).toPass({ timeout: within });
 }
 
+/** Signs the admin in and waits until the dashboard is hydrated: it opens its live
+ *  stream while hydrating, and input is handled only after that. */
+async function signInLive(page: Page): Promise<void> {
+  const live = page.waitForResponse((r) => r.url().endsWith('/events/dashboard'));
+  await signIn(page, 'admin', NEW_ADMIN_PASSWORD);
+  await live;
+}
+
+/** Fails when `locator` wraps: one line of text (at most 20 px here) plus its padding and
+ *  border stays under 40 px; a second line would pass it. */
+async function oneLine(locator: Locator): Promise<void> {
+  const box = await locator.boundingBox();
+  expect(box, 'visible').not.toBeNull();
+  expect(box!.height, `${await locator.textContent()} on one line`).toBeLessThan(40);
+}
+
 test('claim a sandbox, see it bound, release it', async ({ page }, info) => {
   test.setTimeout(90_000);
   const js = info.project.use.javaScriptEnabled !== false;
@@ -49,6 +65,20 @@ test('claim a sandbox, see it bound, release it', async ({ page }, info) => {
   });
   await expect(claim.getByTestId('countdown')).toContainText(/in 1[45] minutes/);
   await expect(claim.getByTestId('connect')).toContainText(/^ssh sandbox@/);
+
+  // Copy: with JavaScript it copies and says so for a moment; without, there is no button
+  // that would do nothing (the command can be selected by hand).
+  const copy = claim.getByRole('button', { name: 'Copy' });
+  if (js) {
+    await page.context().grantPermissions(['clipboard-read', 'clipboard-write']);
+    await copy.click();
+    await expect(claim.getByTestId('copy-status')).toHaveText('Copied');
+    const command = await claim.getByTestId('connect').textContent();
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(command);
+    await expect(claim.getByTestId('copy-status')).toHaveText('', { timeout: 5_000 });
+  } else {
+    await expect(copy).toHaveCount(0);
+  }
 
   // Its own page: the VM, when it was bound, how to connect; released from there.
   const name = (await claim.getAttribute('data-claim'))!;
@@ -99,13 +129,14 @@ test('an expired sandbox leaves the page by itself', async ({ page }, info) => {
   });
 });
 
-test('the whole journey in Japanese', async ({ browser }, info) => {
+test('the whole journey in Japanese, on a phone', async ({ browser }, info) => {
   test.setTimeout(90_000);
   const js = info.project.use.javaScriptEnabled !== false;
   const context = await browser.newContext({
     baseURL: info.project.use.baseURL,
     javaScriptEnabled: js,
     locale: 'ja-JP',
+    viewport: { width: 390, height: 844 },
   });
   const page = await context.newPage();
   await open(page, '/sign-in', js);
@@ -122,6 +153,15 @@ test('the whole journey in Japanese', async ({ browser }, info) => {
     await expect(claim.getByTestId('phase')).toHaveText('割り当て済み', { timeout });
   });
   await expect(claim.getByTestId('countdown')).toContainText(/あと 1[45] 分/);
+  // 390 px wide: the badge and the header's buttons stay on one line each, inside the
+  // screen (the table may scroll sideways).
+  await oneLine(claim.getByTestId('phase'));
+  for (const name of ['日本語', 'English', 'サインアウト']) {
+    const button = page.getByRole('banner').getByRole('button', { name });
+    await oneLine(button);
+    const box = (await button.boundingBox())!;
+    expect(box.x + box.width).toBeLessThanOrEqual(390);
+  }
 
   const name = (await claim.getAttribute('data-claim'))!;
   await claim.getByRole('link', { name }).click();
@@ -134,4 +174,61 @@ test('the whole journey in Japanese', async ({ browser }, info) => {
     await expect(page.getByTestId('claim')).toHaveCount(0, { timeout });
   });
   await context.close();
+});
+
+test('a double click on "Claim a sandbox" makes one claim', async ({ page }, info) => {
+  // Once hydrated, the first submit disables the button and holds back the second.
+  // Without JavaScript the browser sends what it is given.
+  test.skip(info.project.use.javaScriptEnabled === false, 'needs JavaScript');
+  test.setTimeout(60_000);
+  await open(page, '/sign-in', true);
+  await signInLive(page);
+  await expect(page.getByTestId('no-claims')).toBeVisible();
+  await expect(page.getByTestId('claims-table')).toHaveCount(0);
+
+  // A slow answer, so the second click of the double click lands while the first post is
+  // still on its way (as with a person and a busy cluster); count what the browser sends.
+  const posts: string[] = [];
+  await page.route('**/claims', async (route) => {
+    if (route.request().method() === 'POST') {
+      posts.push(route.request().postData() ?? '');
+      await new Promise((done) => setTimeout(done, 1_000));
+    }
+    // A post the browser gave up (replaced by a second one) has nothing to continue.
+    await route.continue().catch(() => {});
+  });
+  const pool = page.locator('[data-pool="sandbox"]');
+  await pool.getByLabel('Lifetime').selectOption('900');
+  // What the button becomes once pressed, noted by the page for after the navigation
+  // (Playwright's locators and evaluate wait for it, then see the next page).
+  await page.evaluate(() => {
+    const button = document.querySelector('[data-pool="sandbox"] button[type="submit"]')!;
+    new MutationObserver(() => {
+      const seen = [button.hasAttribute('disabled'), button.getAttribute('aria-busy'), button.textContent];
+      sessionStorage.setItem('claim-button', JSON.stringify(seen));
+    }).observe(button, { attributes: true, childList: true, characterData: true, subtree: true });
+  });
+  // Two clicks 100 ms apart with the mouse, which (unlike a locator's click) does not wait
+  // for the navigation the first one starts: both land on this page.
+  const box = (await pool.getByRole('button', { name: 'Claim a sandbox' }).boundingBox())!;
+  const [x, y] = [box.x + box.width / 2, box.y + box.height / 2];
+  await page.mouse.click(x, y);
+  await page.waitForTimeout(100);
+  await page.mouse.click(x, y);
+  await expect(page.getByRole('status')).toContainText('created');
+  await page.unroute('**/claims');
+  expect(posts).toHaveLength(1);
+  expect(await page.evaluate(() => sessionStorage.getItem('claim-button'))).toBe(
+    JSON.stringify([true, 'true', 'Claiming…']),
+  );
+  await page.reload();
+  const claim = page.getByTestId('claim');
+  await expect(claim).toHaveCount(1);
+
+  await claim.getByText('Release…').click();
+  await claim.getByRole('button', { name: 'Release', exact: true }).click();
+  await expect(page.getByRole('status')).toContainText('is being released');
+  await until(page, true, async (timeout) => {
+    await expect(page.getByTestId('claim')).toHaveCount(0, { timeout });
+  });
 });

@@ -137,7 +137,7 @@ async fn render(
     state.page = Page::Pools;
     state.path = paths::POOLS.to_owned();
     state.notice = notice;
-    let listed = Api::<VirtualMachinePool>::all(client)
+    let listed = Api::<VirtualMachinePool>::all(client.clone())
         .list(&ListParams::default())
         .await;
     let pools: Vec<PoolForm> = match listed {
@@ -152,7 +152,19 @@ async fn render(
         .and_then(|(ns, name)| pools.iter().find(|p| p.namespace == ns && p.name == name))
         .cloned()
         .unwrap_or_else(new_pool_defaults);
-    state.data = PageData::Pools(PoolsView { pools, form });
+    // The form and Edit / Delete only for people Kubernetes lets create pools; in doubt,
+    // none (Kubernetes decides a post anyway).
+    let can_manage = crate::claims::may(&client, "virtualmachinepools", "create", None)
+        .await
+        .unwrap_or_else(|error| {
+            tracing::warn!(%error, "cannot ask Kubernetes whether the person may create pools");
+            false
+        });
+    state.data = PageData::Pools(PoolsView {
+        pools,
+        form,
+        can_manage,
+    });
     match refused {
         Some((error, typed)) => {
             pages::with_feedback(app, state, error, typed.unwrap_or_default()).await

@@ -61,11 +61,24 @@ pub async fn save_role(State(app): State<AppState>, request: Request) -> Respons
     let source = crate::middleware::client_ip(request.extensions());
     let form = match Form::read(request.into_body()).await {
         Ok(form) => form,
-        Err(error) => return render(&app, state, &user, None, None, Some(error)).await,
+        Err(error) => return render(&app, state, &user, None, None, Some((error, None))).await,
     };
+    // What was typed and ticked, put back into the form when the save is refused.
+    let typed: BTreeMap<String, String> = form.pairs().iter().cloned().collect();
+    let refused = |error: AppError| Some((error, Some(typed.clone())));
     let name = match RoleName::parse(form.get("name").trim()) {
         Ok(name) if BuiltinRole::parse(name.as_str()).is_none() => name,
-        _ => return render(&app, state, &user, None, None, Some(AppError::InvalidRole)).await,
+        _ => {
+            return render(
+                &app,
+                state,
+                &user,
+                None,
+                None,
+                refused(AppError::InvalidRole),
+            )
+            .await;
+        }
     };
     let mut verbs_by_resource: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for resource in RESOURCES {
@@ -79,7 +92,15 @@ pub async fn save_role(State(app): State<AppState>, request: Request) -> Respons
         }
     }
     if verbs_by_resource.is_empty() {
-        return render(&app, state, &user, None, None, Some(AppError::InvalidRole)).await;
+        return render(
+            &app,
+            state,
+            &user,
+            None,
+            None,
+            refused(AppError::InvalidRole),
+        )
+        .await;
     }
     let Some(client) = admin_client(&app, &user) else {
         return error_page(state.locale, &AppError::Forbidden);
@@ -129,7 +150,7 @@ pub async fn save_role(State(app): State<AppState>, request: Request) -> Respons
         .await
     {
         Ok(found) => found.is_some(),
-        Err(error) => return render(&app, state, &user, None, None, Some(refusal(error))).await,
+        Err(error) => return render(&app, state, &user, None, None, refused(refusal(error))).await,
     };
     let apply = PatchParams::apply("banlieue-console").force();
     let applied = async {
@@ -161,7 +182,7 @@ pub async fn save_role(State(app): State<AppState>, request: Request) -> Respons
         Err(error) => {
             let mut state = state;
             state.feedback = None;
-            render(&app, state, &user, None, None, Some(refusal(error))).await
+            render(&app, state, &user, None, None, refused(refusal(error))).await
         }
     }
 }
@@ -195,7 +216,7 @@ pub async fn delete_role(
             Ok(_) => back("deleted", name.as_str()),
             Err(error) => internal_error(state.locale, &anyhow::anyhow!(error)),
         },
-        Err(error) => render(&app, state, &user, None, None, Some(refusal(error))).await,
+        Err(error) => render(&app, state, &user, None, None, Some((refusal(error), None))).await,
     }
 }
 
@@ -211,13 +232,16 @@ fn admin_client(app: &AppState, user: &UserRecord) -> Option<kube::Client> {
         .flatten()
 }
 
+/// A refused form: the error, and what was typed to show again.
+type Refusal = (AppError, Option<BTreeMap<String, String>>);
+
 async fn render(
     app: &AppState,
     mut state: PageState,
     user: &UserRecord,
     editing: Option<&str>,
     notice: Option<Notice>,
-    error: Option<AppError>,
+    refused: Option<Refusal>,
 ) -> Response {
     let Some(client) = admin_client(app, user) else {
         let error = if app.kube.is_none() {
@@ -277,8 +301,10 @@ async fn render(
         verbs: VERBS.map(str::to_owned).to_vec(),
         editing,
     });
-    match error {
-        Some(error) => pages::with_feedback(app, state, error, Default::default()).await,
+    match refused {
+        Some((error, typed)) => {
+            pages::with_feedback(app, state, error, typed.unwrap_or_default()).await
+        }
         None => pages::render(app, state, StatusCode::OK).await,
     }
 }

@@ -58,6 +58,10 @@ async fn a_developer_claims_a_sandbox_sees_it_bound_and_releases_it() {
         "the demo pool is listed"
     );
     assert!(page.contains("Claim a sandbox"), "a developer may claim");
+    assert!(
+        page.contains("data-testid=\"no-claims\"") && !page.contains("claims-table"),
+        "no sandbox yet: the sentence says so, and no empty table shows its header"
+    );
 
     let claimed = app
         .send(post_form(
@@ -77,6 +81,11 @@ async fn a_developer_claims_a_sandbox_sees_it_bound_and_releases_it() {
     assert!(
         bound.contains("ssh sandbox@"),
         "a connect command for the address"
+    );
+    assert!(bound.contains("data-testid=\"claims-table\""));
+    assert!(
+        !bound.contains(">Copy<"),
+        "no copy button before hydration: without JavaScript it would do nothing"
     );
     let name = bound
         .split("data-claim=\"")
@@ -593,6 +602,11 @@ async fn operators_manage_pools_and_developers_are_refused_by_kubernetes() {
     let page = app.send(get("/pools?edit=demo/small", Some(&oscar))).await;
     assert!(page.body.contains("data-pool=\"small\""), "listed");
     assert!(
+        page.body.contains("action=\"/pools\"") && page.body.contains("/pools/demo/small/delete"),
+        "an operator gets the form and the Edit / Delete buttons"
+    );
+    assert!(!page.body.contains("pools-read-only"));
+    assert!(
         page.body.contains("value=\"banlieue/sandbox:r1\""),
         "the edit form is filled"
     );
@@ -633,6 +647,23 @@ async fn operators_manage_pools_and_developers_are_refused_by_kubernetes() {
     assert!(!page.body.contains("data-pool=\"small\""));
 
     let dave = app.sign_in("dave", PASSWORD).await;
+    // A developer may look at the pools, but Kubernetes would refuse any change: no form,
+    // no Edit / Delete, and a sentence saying why.
+    let looking = app.send(get("/pools", Some(&dave))).await;
+    assert_eq!(looking.status, StatusCode::OK, "{}", looking.body);
+    assert!(
+        looking.body.contains("data-pool=\"sandbox\""),
+        "{}",
+        looking.body
+    );
+    assert!(
+        !looking.body.contains("action=\"/pools\""),
+        "{}",
+        looking.body
+    );
+    assert!(!looking.body.contains("/delete\""), "{}", looking.body);
+    assert!(!looking.body.contains("?edit="), "{}", looking.body);
+    assert!(looking.body.contains("data-testid=\"pools-read-only\""));
     let refused = app
         .send(post_form("/pools", pool("mine", "2"), Some(&dave)))
         .await;
@@ -689,5 +720,75 @@ async fn a_waiting_claim_says_why_in_the_persons_language() {
         testid_text(&page, "claim-reason").starts_with("待機中: プール cold に"),
         "{page}"
     );
+    dev.shutdown().await;
+}
+
+/// Whether the checkbox `name` is ticked in `html`.
+fn ticked(html: &str, name: &str) -> bool {
+    let input = html
+        .split_once(&format!("name=\"{name}\""))
+        .unwrap_or_else(|| panic!("{name} missing in {html}"))
+        .1;
+    input[..input.find('>').unwrap()].contains("checked")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_role_form_keeps_what_was_typed_and_ticked() {
+    let (app, dev) = TestApp::with_dev_cluster().await;
+    app.create_user("ada", PASSWORD, &["admin"], false).await;
+    let admin = app.sign_in("ada", PASSWORD).await;
+
+    // No custom role yet: a sentence, not an empty table.
+    let page = app.send(get("/roles", Some(&admin))).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body.contains("custom-roles-table-empty"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("data-testid=\"custom-roles-table\""));
+    assert!(page.body.contains("data-testid=\"builtin-roles-table\""));
+    assert!(!ticked(&page.body, "grant.virtualmachineclaims.create"));
+
+    for (name, grants) in [
+        (
+            "Bad_Name",
+            &[
+                "grant.virtualmachineclaims.create",
+                "grant.virtualmachines.get",
+            ][..],
+        ),
+        ("admin", &["grant.virtualmachinepools.list"][..]),
+        ("keeper", &[][..]),
+    ] {
+        let mut fields = vec![("name", name)];
+        fields.extend(grants.iter().map(|g| (*g, "on")));
+        let refused = app
+            .send(post_form("/roles", form(&fields), Some(&admin)))
+            .await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{name}");
+        assert!(refused.alert().is_some(), "{name}: {}", refused.body);
+        assert!(
+            refused
+                .body
+                .contains(&format!("name=\"name\" value=\"{name}\"")),
+            "{name} is typed again: {}",
+            refused.body
+        );
+        for resource in [
+            "virtualmachinepools",
+            "virtualmachineclaims",
+            "virtualmachines",
+        ] {
+            for verb in ["get", "list", "watch", "create", "update", "delete"] {
+                let field = format!("grant.{resource}.{verb}");
+                assert_eq!(
+                    ticked(&refused.body, &field),
+                    grants.contains(&field.as_str()),
+                    "{name}: {field}"
+                );
+            }
+        }
+    }
     dev.shutdown().await;
 }

@@ -74,9 +74,9 @@ pub fn LanguageSwitch() -> impl IntoView {
                             lang=option.tag()
                             aria-pressed=if current { "true" } else { "false" }
                             class=if current {
-                                "rounded-md px-2 py-1 font-semibold text-indigo-700 dark:text-indigo-300"
+                                "whitespace-nowrap rounded-md px-2 py-1 font-semibold text-indigo-700 dark:text-indigo-300"
                             } else {
-                                "rounded-md px-2 py-1 text-slate-500 hover:text-slate-900 focus-visible:outline-2 focus-visible:outline-indigo-500 dark:text-slate-400 dark:hover:text-white"
+                                "whitespace-nowrap rounded-md px-2 py-1 text-slate-500 hover:text-slate-900 focus-visible:outline-2 focus-visible:outline-indigo-500 dark:text-slate-400 dark:hover:text-white"
                             }
                         >
                             {locale.t(&format!("language-{}", option.tag()))}
@@ -102,20 +102,112 @@ pub fn ErrorAlert(error: AppError) -> impl IntoView {
     }
 }
 
-/// A submit button that, once hydrated, shows it is working while the browser waits.
+/// What the page knows once it runs in the browser, shared by its controls (provided by
+/// [`crate::App`]; on the server nothing happens to it). Kept at the page, not in the
+/// controls: a live update renders the dashboard's pools and rows anew, and what a button
+/// shows must survive that.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Browser {
+    /// The page is hydrated: controls that need JavaScript (copy buttons) may show.
+    pub hydrated: RwSignal<bool>,
+    /// The form of the page that has been sent (the name given to [`submit_once`]): the
+    /// browser is on its way to the server's answer, and a second submit would run the
+    /// action twice (a double click on "Claim a sandbox" made two claims). Cleared when
+    /// the page comes back from the back-forward cache.
+    pub sent: RwSignal<Option<String>>,
+    /// The last copy to the clipboard, shown beside the copy buttons of that text for
+    /// about two seconds.
+    pub copied: RwSignal<Option<Copied>>,
+}
+
+/// A copy to the clipboard and how it went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Copied {
+    pub text: String,
+    pub ok: bool,
+    /// Tells this copy from a later one of the same text, so only its own timer clears it.
+    pub serial: u64,
+}
+
+impl Browser {
+    /// Provides the signals and, in the browser, marks the page hydrated once it is.
+    pub(crate) fn provide() {
+        let browser = Self::fresh();
+        provide_context(browser);
+        // Effects run only in the browser, after hydration.
+        Effect::new(move |_| browser.hydrated.set(true));
+        #[cfg(feature = "hydrate")]
+        {
+            let _listener = window_event_listener(
+                leptos::ev::pageshow,
+                move |event: web_sys::PageTransitionEvent| {
+                    if event.persisted() {
+                        browser.sent.set(None);
+                    }
+                },
+            );
+        }
+    }
+
+    /// The page's signals; outside [`crate::App`] (unit tests), fresh ones.
+    pub(crate) fn get() -> Self {
+        use_context::<Self>().unwrap_or_else(Self::fresh)
+    }
+
+    fn fresh() -> Self {
+        Self {
+            hydrated: RwSignal::new(false),
+            sent: RwSignal::new(None),
+            copied: RwSignal::new(None),
+        }
+    }
+}
+
+/// The `submit` handler of the form named `form` (any name unique on the page, the same
+/// its [`SubmitButton`] is given): the first submit goes and marks its button busy; once
+/// hydrated, every later submit on the page, of this form or another, is held back until
+/// the answer arrives. Without JavaScript the form posts as usual.
+pub fn submit_once(form: impl Into<String>) -> impl Fn(leptos::ev::SubmitEvent) + Clone + 'static {
+    let sent = Browser::get().sent;
+    let form = form.into();
+    move |event| {
+        if sent.with_untracked(Option::is_some) {
+            event.prevent_default();
+            return;
+        }
+        sent.set(Some(form.clone()));
+    }
+}
+
+/// Classes of the full-width primary button of the sign-in style cards.
+const CARD_SUBMIT: &str = "w-full rounded-lg bg-indigo-600 px-4 py-2.5 font-semibold text-white shadow-sm hover:bg-indigo-500 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-indigo-600";
+
+/// A submit button that, once hydrated, shows it is working while the browser waits
+/// (SPEC §8: progress indication on every action that waits) and is disabled, as is every
+/// other one on the page, so no action is sent twice. `form` names its form, whose
+/// `on:submit` must be [`submit_once`] with the same name. `class` defaults to the
+/// sign-in cards' full-width button.
 #[component]
 pub fn SubmitButton(
     label: String,
     pending_label: String,
-    pending: RwSignal<bool>,
+    #[prop(into)] form: String,
+    #[prop(optional)] class: Option<&'static str>,
 ) -> impl IntoView {
+    let sent = Browser::get().sent;
+    let busy = Memo::new(move |_| sent.with(|sent| sent.as_deref() == Some(form.as_str())));
+    let class = format!(
+        "{} whitespace-nowrap aria-busy:opacity-70 disabled:cursor-wait disabled:opacity-70",
+        class.unwrap_or(CARD_SUBMIT)
+    );
     view! {
         <button
             type="submit"
-            aria-busy=move || if pending.get() { "true" } else { "false" }
-            class="w-full rounded-lg bg-indigo-600 px-4 py-2.5 font-semibold text-white shadow-sm hover:bg-indigo-500 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-indigo-600 aria-busy:opacity-70"
+            class=class
+            disabled=move || sent.with(Option::is_some)
+            aria-busy=move || if busy.get() { "true" } else { "false" }
         >
-            {move || if pending.get() { pending_label.clone() } else { label.clone() }}
+            {move || if busy.get() { pending_label.clone() } else { label.clone() }}
         </button>
     }
 }
@@ -142,14 +234,14 @@ pub fn AppHeader() -> impl IntoView {
                 {navigable
                     .then(|| {
                         view! {
-                        <nav class="flex flex-wrap gap-4 text-sm">
-                            <a href=paths::DASHBOARD.to_owned() class="hover:underline">
+                        <nav class="flex flex-wrap gap-x-4 gap-y-1 text-sm">
+                            <a href=paths::DASHBOARD.to_owned() class="whitespace-nowrap hover:underline">
                                 {locale.t("nav-dashboard")}
                             </a>
                             {is_operator
                                 .then(|| {
                                     view! {
-                                        <a href=paths::POOLS.to_owned() class="hover:underline">
+                                        <a href=paths::POOLS.to_owned() class="whitespace-nowrap hover:underline">
                                             {locale.t("nav-pools")}
                                         </a>
                                     }
@@ -157,24 +249,24 @@ pub fn AppHeader() -> impl IntoView {
                             {is_admin
                                 .then(|| {
                                     view! {
-                                        <a href=paths::USERS.to_owned() class="hover:underline">
+                                        <a href=paths::USERS.to_owned() class="whitespace-nowrap hover:underline">
                                             {locale.t("nav-users")}
                                         </a>
-                                        <a href=paths::ROLES.to_owned() class="hover:underline">
+                                        <a href=paths::ROLES.to_owned() class="whitespace-nowrap hover:underline">
                                             {locale.t("nav-roles")}
                                         </a>
-                                        <a href=paths::AUDIT.to_owned() class="hover:underline">
+                                        <a href=paths::AUDIT.to_owned() class="whitespace-nowrap hover:underline">
                                             {locale.t("nav-audit")}
                                         </a>
                                     }
                                 })}
-                            <a href=paths::ACCOUNT.to_owned() class="hover:underline">
+                            <a href=paths::ACCOUNT.to_owned() class="whitespace-nowrap hover:underline">
                                 {locale.t("nav-account")}
                             </a>
                         </nav>
                         }
                     })}
-                <div class="ms-auto flex items-center gap-4">
+                <div class="ms-auto flex flex-wrap items-center justify-end gap-x-4 gap-y-2">
                     <span class="text-sm text-slate-600 dark:text-slate-300" data-testid="signed-in-as">
                         {who}
                     </span>
@@ -194,7 +286,7 @@ pub fn SignOutButton() -> impl IntoView {
         <form method="post" action=paths::SIGN_OUT>
             <button
                 type="submit"
-                class="rounded-lg border border-slate-300 px-3 py-1.5 text-sm hover:bg-slate-100 dark:border-slate-700 dark:hover:bg-slate-800"
+                class="whitespace-nowrap rounded-lg border border-slate-300 px-3 py-1.5 text-sm hover:bg-slate-100 dark:border-slate-700 dark:hover:bg-slate-800"
             >
                 {locale.t("sign-out")}
             </button>
@@ -202,20 +294,80 @@ pub fn SignOutButton() -> impl IntoView {
     }
 }
 
-/// Copies `text` to the clipboard once hydrated; without JavaScript the text beside it
-/// can be selected and copied by hand.
+/// Copies `text` to the clipboard, then says "Copied" for about two seconds (or that it
+/// could not), politely announced to screen readers. It exists only once hydrated and
+/// where the browser has a clipboard (secure contexts): without JavaScript a button would
+/// do nothing, and the text beside it can be selected and copied by hand.
 #[component]
 pub fn CopyButton(text: String, label: String) -> impl IntoView {
+    let locale = page_state().locale;
+    let Browser {
+        hydrated, copied, ..
+    } = Browser::get();
+    let said = {
+        let text = text.clone();
+        move || {
+            copied.with(|last| {
+                last.as_ref()
+                    .filter(|c| c.text == text)
+                    .map(|c| locale.t(if c.ok { "copy-done" } else { "copy-failed" }))
+            })
+        }
+    };
     let copy = move |_| {
         #[cfg(feature = "hydrate")]
-        if let Some(window) = web_sys::window() {
-            let _ = window.navigator().clipboard().write_text(&text);
+        {
+            use std::sync::atomic::{AtomicU64, Ordering};
+            let Some(window) = web_sys::window() else {
+                return;
+            };
+            let written = window.navigator().clipboard().write_text(&text);
+            let text = text.clone();
+            leptos::task::spawn_local(async move {
+                let ok = wasm_bindgen_futures::JsFuture::from(written).await.is_ok();
+                static SERIAL: AtomicU64 = AtomicU64::new(0);
+                let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
+                copied.set(Some(Copied { text, ok, serial }));
+                set_timeout(
+                    move || {
+                        if copied.with_untracked(|c| c.as_ref().is_some_and(|c| c.serial == serial))
+                        {
+                            copied.set(None);
+                        }
+                    },
+                    std::time::Duration::from_secs(2),
+                );
+            });
         }
         #[cfg(not(feature = "hydrate"))]
         let _ = &text;
     };
-    view! {
-        <button type="button" class=crate::pages::SECONDARY_BUTTON on:click=copy>{label}</button>
+    move || {
+        (hydrated.get() && clipboard_available()).then(|| {
+            let label = label.clone();
+            let copy = copy.clone();
+            let said = said.clone();
+            view! {
+                <span class="inline-flex items-center gap-2">
+                    <button type="button" class=crate::pages::SECONDARY_BUTTON on:click=copy>{label}</button>
+                    <span aria-live="polite" class="text-xs text-slate-600 dark:text-slate-300" data-testid="copy-status">
+                        {said}
+                    </span>
+                </span>
+            }
+        })
+    }
+}
+
+/// Whether `navigator.clipboard` exists: only in secure contexts (HTTPS, loopback).
+fn clipboard_available() -> bool {
+    #[cfg(feature = "hydrate")]
+    {
+        web_sys::window().is_some_and(|w| w.is_secure_context())
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        false
     }
 }
 

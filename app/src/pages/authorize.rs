@@ -3,7 +3,7 @@ use leptos::prelude::*;
 use super::CARD_CLASS;
 use super::sign_in::CredentialFields;
 use super::users::SECONDARY_BUTTON;
-use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton};
+use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton, submit_once};
 use crate::{AuthorizeClient, PageData, page_state, paths};
 
 /// The OIDC authorization page (SPEC §4): the console's sign-in card for a person who is
@@ -37,7 +37,6 @@ pub fn Authorize() -> impl IntoView {
         .as_ref()
         .map(|f| f.value("user_name"))
         .unwrap_or_default();
-    let pending = RwSignal::new(false);
     let confirming = state.user.filter(|_| !view.sign_in);
     let card = match confirming {
         Some(user) => {
@@ -85,7 +84,7 @@ pub fn Authorize() -> impl IntoView {
                     method="post"
                     action=paths::AUTHORIZE
                     class="space-y-4"
-                    on:submit=move |_| pending.set(true)
+                    on:submit=submit_once("authorize")
                 >
                     {hidden}
                     {error.map(|error| view! { <ErrorAlert error /> })}
@@ -93,7 +92,7 @@ pub fn Authorize() -> impl IntoView {
                     <SubmitButton
                         label=locale.t("sign-in-submit")
                         pending_label=locale.t("sign-in-submitting")
-                        pending
+                        form="authorize"
                     />
                 </form>
             </section>

@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 
 use super::{CARD_CLASS, INPUT_CLASS};
-use crate::components::{AppHeader, ErrorAlert, SubmitButton};
+use crate::components::{AppHeader, ErrorAlert, SubmitButton, submit_once};
 use crate::{page_state, paths};
 
 /// Change the own password. While the must-change flag is set this is the only page the
@@ -12,7 +12,6 @@ pub fn ChangePassword() -> impl IntoView {
     let locale = state.locale;
     let forced = state.user.as_ref().is_some_and(|u| u.must_change_password);
     let error = state.feedback.map(|f| f.error);
-    let pending = RwSignal::new(false);
     // Keeps `?next=` (an OIDC sign-in waiting for this change) on the form's action.
     let action = if state.path.starts_with(paths::CHANGE_PASSWORD) {
         state.path.clone()
@@ -38,7 +37,7 @@ pub fn ChangePassword() -> impl IntoView {
                     method="post"
                     action=action
                     class="space-y-4"
-                    on:submit=move |_| pending.set(true)
+                    on:submit=submit_once("change-password")
                 >
                     {error.map(|error| view! { <ErrorAlert error /> })}
                     <label class="block text-sm font-medium">
@@ -78,7 +77,7 @@ pub fn ChangePassword() -> impl IntoView {
                     <SubmitButton
                         label=locale.t("change-password-submit")
                         pending_label=locale.t("change-password-submit")
-                        pending
+                        form="change-password"
                     />
                 </form>
             </section>

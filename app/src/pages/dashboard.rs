@@ -1,7 +1,9 @@
 use leptos::prelude::*;
 
 use super::{DANGER_BUTTON, PRIMARY_BUTTON, SECONDARY_BUTTON};
-use crate::components::{AppHeader, CopyButton, Messages, follow_events};
+use crate::components::{
+    AppHeader, CopyButton, Messages, SubmitButton, follow_events, submit_once,
+};
 use crate::i18n::Locale;
 use crate::{ClaimRow, DashboardView, PageData, PoolRow, page_state, paths};
 
@@ -82,8 +84,15 @@ fn Pools(pools: Vec<PoolRow>, ttl_choices: Vec<u32>, locale: Locale) -> impl Int
                         );
                         let form = if pool.can_claim {
                             let choices = ttl_choices.clone();
+                            let claim_form = format!("claim {}/{}", pool.namespace, pool.name);
+                            let on_submit = submit_once(claim_form.clone());
                             view! {
-                                <form method="post" action=paths::CLAIMS class="mt-4 flex flex-wrap items-end gap-3">
+                                <form
+                                    method="post"
+                                    action=paths::CLAIMS
+                                    class="mt-4 flex flex-wrap items-end gap-3"
+                                    on:submit=on_submit
+                                >
                                     <input type="hidden" name="namespace" value=pool.namespace.clone() />
                                     <input type="hidden" name="pool" value=pool.name.clone() />
                                     <label class="text-sm font-medium">
@@ -95,7 +104,12 @@ fn Pools(pools: Vec<PoolRow>, ttl_choices: Vec<u32>, locale: Locale) -> impl Int
                                                 .collect_view()}
                                         </select>
                                     </label>
-                                    <button type="submit" class=PRIMARY_BUTTON>{locale.t("dashboard-claim-submit")}</button>
+                                    <SubmitButton
+                                        label=locale.t("dashboard-claim-submit")
+                                        pending_label=locale.t("dashboard-claim-submitting")
+                                        form=claim_form
+                                        class=PRIMARY_BUTTON
+                                    />
                                 </form>
                             }
                             .into_any()
@@ -137,24 +151,27 @@ fn Claims(claims: Vec<ClaimRow>, everyone: bool, locale: Locale) -> impl IntoVie
             <h2 id=id class="text-lg font-semibold">{locale.t(title)}</h2>
             {(!everyone).then(|| view! { <p class="text-xs text-slate-500">{locale.t("dashboard-refresh-hint")}</p> })}
             {(empty && !everyone).then(|| view! { <p class="text-sm text-slate-500" data-testid="no-claims">{locale.t("dashboard-no-claims")}</p> })}
-            <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
-                <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid=table>
-                    <thead class="bg-slate-100 dark:bg-slate-900">
-                        <tr>
-                            <th class=th scope="col">{locale.t("dashboard-col-name")}</th>
-                            {everyone.then(|| view! { <th class=th scope="col">{locale.t("dashboard-col-subject")}</th> })}
-                            <th class=th scope="col">{locale.t("dashboard-col-pool")}</th>
-                            <th class=th scope="col">{locale.t("dashboard-col-phase")}</th>
-                            <th class=th scope="col">{locale.t("dashboard-col-expires")}</th>
-                            <th class=th scope="col">{locale.t("dashboard-col-addresses")}</th>
-                            <th class=th scope="col"><span class="sr-only">{locale.t("dashboard-release-submit")}</span></th>
-                        </tr>
-                    </thead>
-                    <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
-                        {claims.into_iter().map(|claim| view! { <ClaimLine claim everyone locale /> }).collect_view()}
-                    </tbody>
-                </table>
-            </div>
+            // No table without rows: the sentence above says there is nothing.
+            {(!empty).then(|| view! {
+                <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
+                    <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid=table>
+                        <thead class="bg-slate-100 dark:bg-slate-900">
+                            <tr>
+                                <th class=th scope="col">{locale.t("dashboard-col-name")}</th>
+                                {everyone.then(|| view! { <th class=th scope="col">{locale.t("dashboard-col-subject")}</th> })}
+                                <th class=th scope="col">{locale.t("dashboard-col-pool")}</th>
+                                <th class=th scope="col">{locale.t("dashboard-col-phase")}</th>
+                                <th class=th scope="col">{locale.t("dashboard-col-expires")}</th>
+                                <th class=th scope="col">{locale.t("dashboard-col-addresses")}</th>
+                                <th class=th scope="col"><span class="sr-only">{locale.t("dashboard-release-submit")}</span></th>
+                            </tr>
+                        </thead>
+                        <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
+                            {claims.into_iter().map(|claim| view! { <ClaimLine claim everyone locale /> }).collect_view()}
+                        </tbody>
+                    </table>
+                </div>
+            })}
         </section>
     }
 }
@@ -239,12 +256,24 @@ pub(super) fn Connect(addresses: Vec<String>, locale: Locale) -> impl IntoView {
 #[component]
 pub(super) fn ReleaseForm(namespace: String, name: String, locale: Locale) -> impl IntoView {
     let question = locale.t_with("dashboard-release-confirm", &[("name", name.clone())]);
+    let release_form = format!("release {namespace}/{name}");
+    let on_submit = submit_once(release_form.clone());
     view! {
         <details>
             <summary class=SECONDARY_BUTTON>{locale.t("dashboard-release")}</summary>
-            <form method="post" action=paths::release(&namespace, &name) class="mt-2 space-y-2">
+            <form
+                method="post"
+                action=paths::release(&namespace, &name)
+                class="mt-2 space-y-2"
+                on:submit=on_submit
+            >
                 <p class="text-xs">{question}</p>
-                <button type="submit" class=DANGER_BUTTON>{locale.t("dashboard-release-submit")}</button>
+                <SubmitButton
+                    label=locale.t("dashboard-release-submit")
+                    pending_label=locale.t("dashboard-release-submitting")
+                    form=release_form
+                    class=DANGER_BUTTON
+                />
             </form>
         </details>
     }
@@ -276,7 +305,7 @@ pub(super) fn PhaseBadge(phase: String, locale: Locale) -> impl IntoView {
         ),
     };
     view! {
-        <span class=format!("rounded-full px-2 py-0.5 text-xs font-medium {color}") data-testid="phase">
+        <span class=format!("inline-block whitespace-nowrap rounded-full px-2 py-0.5 text-xs font-medium {color}") data-testid="phase">
             {locale.t(key)}
         </span>
     }

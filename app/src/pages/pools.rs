@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 
 use super::{DANGER_BUTTON, INPUT_CLASS, PRIMARY_BUTTON, SECONDARY_BUTTON};
-use crate::components::{AppHeader, Messages};
+use crate::components::{AppHeader, Messages, SubmitButton, submit_once};
 use crate::{PageData, page_state, paths};
 
 /// Pools (operators, SPEC §5): every pool with its counts, and a form to create or change
@@ -16,6 +16,7 @@ pub fn Pools() -> impl IntoView {
         _ => Default::default(),
     };
     let form = view.form;
+    let can_manage = view.can_manage;
     let typed = |field: &str, stored: String| {
         state
             .feedback
@@ -33,69 +34,91 @@ pub fn Pools() -> impl IntoView {
             </label>
         }
     };
+    let empty = view.pools.is_empty();
     view! {
         <AppHeader />
         <main class="mx-auto max-w-5xl space-y-8 px-4 py-8">
             <h1 class="text-2xl font-semibold tracking-tight">{locale.t("pools-title")}</h1>
             <Messages />
-            <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
-                <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="pools-table">
-                    <thead class="bg-slate-100 dark:bg-slate-900">
-                        <tr>
-                            <th class=th scope="col">{locale.t("pools-name")}</th>
-                            <th class=th scope="col">{locale.t("pools-sizes")}</th>
-                            <th class=th scope="col">{locale.t("pools-image")}</th>
-                            <th class=th scope="col"><span class="sr-only">{locale.t("roles-actions")}</span></th>
-                        </tr>
-                    </thead>
-                    <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
-                        {view.pools.into_iter().map(|pool| {
-                            let edit = format!("{}?edit={}/{}", paths::POOLS, pool.namespace, pool.name);
-                            let delete = format!("{}/{}/{}/delete", paths::POOLS, pool.namespace, pool.name);
-                            let sizes = locale.t_with("pools-size-line", &[
-                                ("warm", pool.warm_replicas.to_string()),
-                                ("max", pool.max_replicas.to_string()),
-                                ("ready", pool.ready.to_string()),
-                                ("claimed", pool.claimed.to_string()),
-                                ("total", pool.total.to_string()),
-                            ]);
-                            view! {
-                                <tr data-pool=pool.name.clone()>
-                                    <td class="px-3 py-2"><span class="font-medium">{pool.name.clone()}</span><br /><span class="text-xs text-slate-500">{pool.namespace.clone()}</span></td>
-                                    <td class="px-3 py-2">{sizes}</td>
-                                    <td class="px-3 py-2 text-xs">{format!("{} · {} · {} CPU · {}", pool.image, pool.image_revision, pool.cpu, pool.memory)}</td>
-                                    <td class="px-3 py-2 text-right">
-                                        <a href=edit class=SECONDARY_BUTTON>{locale.t("roles-edit")}</a>
-                                        <details class="mt-2">
-                                            <summary class="cursor-pointer text-xs">{locale.t("roles-delete")}</summary>
-                                            <form method="post" action=delete class="mt-2">
-                                                <button type="submit" class=DANGER_BUTTON>{locale.t("pools-delete-confirm")}</button>
-                                            </form>
-                                        </details>
-                                    </td>
-                                </tr>
-                            }
-                        }).collect_view()}
-                    </tbody>
-                </table>
-            </div>
-            <section class=card aria-labelledby="pool-form">
-                <h2 id="pool-form" class="mb-4 text-lg font-semibold">{locale.t("pools-form-title")}</h2>
-                <form method="post" action=paths::POOLS class="grid gap-4 sm:grid-cols-2">
-                    {field("namespace", locale.t("pools-namespace"), typed("namespace", form.namespace), "text")}
-                    {field("name", locale.t("pools-name"), typed("name", form.name), "text")}
-                    {field("warm_replicas", locale.t("pools-warm"), typed("warm_replicas", form.warm_replicas.to_string()), "number")}
-                    {field("max_replicas", locale.t("pools-max"), typed("max_replicas", form.max_replicas.to_string()), "number")}
-                    {field("image_revision", locale.t("pools-revision"), typed("image_revision", form.image_revision), "text")}
-                    {field("image", locale.t("pools-image"), typed("image", form.image), "text")}
-                    {field("cpu", locale.t("pools-cpu"), typed("cpu", form.cpu.to_string()), "number")}
-                    {field("memory", locale.t("pools-memory"), typed("memory", form.memory), "text")}
-                    {field("provider", locale.t("pools-provider"), typed("provider", form.provider), "text")}
-                    <div class="sm:col-span-2">
-                        <button type="submit" class=PRIMARY_BUTTON>{locale.t("pools-save")}</button>
-                    </div>
-                </form>
-            </section>
+            {(!can_manage).then(|| view! {
+                <p class="text-sm text-slate-600 dark:text-slate-300" data-testid="pools-read-only">{locale.t("pools-read-only")}</p>
+            })}
+            {empty.then(|| view! { <p class="text-sm text-slate-500" data-testid="no-pools">{locale.t("pools-none")}</p> })}
+            {(!empty).then(|| view! {
+                <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
+                    <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="pools-table">
+                        <thead class="bg-slate-100 dark:bg-slate-900">
+                            <tr>
+                                <th class=th scope="col">{locale.t("pools-name")}</th>
+                                <th class=th scope="col">{locale.t("pools-sizes")}</th>
+                                <th class=th scope="col">{locale.t("pools-image")}</th>
+                                {can_manage.then(|| view! {
+                                    <th class=th scope="col"><span class="sr-only">{locale.t("roles-actions")}</span></th>
+                                })}
+                            </tr>
+                        </thead>
+                        <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
+                            {view.pools.into_iter().map(|pool| {
+                                let sizes = locale.t_with("pools-size-line", &[
+                                    ("warm", pool.warm_replicas.to_string()),
+                                    ("max", pool.max_replicas.to_string()),
+                                    ("ready", pool.ready.to_string()),
+                                    ("claimed", pool.claimed.to_string()),
+                                    ("total", pool.total.to_string()),
+                                ]);
+                                let actions = can_manage.then(|| {
+                                    let edit = format!("{}?edit={}/{}", paths::POOLS, pool.namespace, pool.name);
+                                    let delete = format!("{}/{}/{}/delete", paths::POOLS, pool.namespace, pool.name);
+                                    view! {
+                                        <td class="px-3 py-2 text-right">
+                                            <a href=edit class=SECONDARY_BUTTON>{locale.t("roles-edit")}</a>
+                                            <details class="mt-2">
+                                                <summary class="cursor-pointer text-xs">{locale.t("roles-delete")}</summary>
+                                                <form method="post" action=delete class="mt-2">
+                                                    <button type="submit" class=DANGER_BUTTON>{locale.t("pools-delete-confirm")}</button>
+                                                </form>
+                                            </details>
+                                        </td>
+                                    }
+                                });
+                                view! {
+                                    <tr data-pool=pool.name.clone()>
+                                        <td class="px-3 py-2"><span class="font-medium">{pool.name.clone()}</span><br /><span class="text-xs text-slate-500">{pool.namespace.clone()}</span></td>
+                                        <td class="px-3 py-2">{sizes}</td>
+                                        <td class="px-3 py-2 text-xs">{format!("{} · {} · {} CPU · {}", pool.image, pool.image_revision, pool.cpu, pool.memory)}</td>
+                                        {actions}
+                                    </tr>
+                                }
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                </div>
+            })}
+            // Only for people Kubernetes lets create pools; the others may only look.
+            {can_manage.then(|| view! {
+                <section class=card aria-labelledby="pool-form">
+                    <h2 id="pool-form" class="mb-4 text-lg font-semibold">{locale.t("pools-form-title")}</h2>
+                    <form method="post" action=paths::POOLS class="grid gap-4 sm:grid-cols-2" on:submit=submit_once("pool")>
+                        {field("namespace", locale.t("pools-namespace"), typed("namespace", form.namespace), "text")}
+                        {field("name", locale.t("pools-name"), typed("name", form.name), "text")}
+                        {field("warm_replicas", locale.t("pools-warm"), typed("warm_replicas", form.warm_replicas.to_string()), "number")}
+                        {field("max_replicas", locale.t("pools-max"), typed("max_replicas", form.max_replicas.to_string()), "number")}
+                        {field("image_revision", locale.t("pools-revision"), typed("image_revision", form.image_revision), "text")}
+                        {field("image", locale.t("pools-image"), typed("image", form.image), "text")}
+                        {field("cpu", locale.t("pools-cpu"), typed("cpu", form.cpu.to_string()), "number")}
+                        {field("memory", locale.t("pools-memory"), typed("memory", form.memory), "text")}
+                        {field("provider", locale.t("pools-provider"), typed("provider", form.provider), "text")}
+                        <div class="sm:col-span-2">
+                            <SubmitButton
+                                label=locale.t("pools-save")
+                                pending_label=locale.t("form-saving")
+                                form="pool"
+                                class=PRIMARY_BUTTON
+                            />
+                        </div>
+                    </form>
+                </section>
+            })}
         </main>
     }
 }

@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 
 use super::{DANGER_BUTTON, INPUT_CLASS, PRIMARY_BUTTON, SECONDARY_BUTTON};
-use crate::components::{AppHeader, Messages};
+use crate::components::{AppHeader, Messages, SubmitButton, submit_once};
 use crate::i18n::Locale;
 use crate::{PageData, RoleRow, page_state, paths};
 
@@ -18,16 +18,20 @@ pub fn Roles() -> impl IntoView {
     };
     let card = "rounded-2xl border border-slate-200 bg-white p-6 shadow-sm dark:border-slate-800 dark:bg-slate-900";
     let editing = view.editing.clone();
-    let typed_name = state
-        .feedback
-        .as_ref()
-        .map(|f| f.value("name"))
-        .or_else(|| editing.as_ref().map(|e| e.name.clone()))
-        .unwrap_or_default();
-    let granted = move |resource: &str, verb: &str| {
-        editing
+    // After a refused save, what was typed and ticked; else the role being edited.
+    let typed = state.feedback.as_ref().map(|f| f.values.clone());
+    let typed_name = match (&typed, &editing) {
+        (Some(values), _) => values.get("name").cloned().unwrap_or_default(),
+        (None, Some(role)) => role.name.clone(),
+        (None, None) => String::new(),
+    };
+    let granted = move |resource: &str, verb: &str| match &typed {
+        Some(values) => values
+            .get(&format!("grant.{resource}.{verb}"))
+            .is_some_and(|v| v == "on"),
+        None => editing
             .as_ref()
-            .is_some_and(|e| e.grants.iter().any(|(r, v)| r == resource && v == verb))
+            .is_some_and(|e| e.grants.iter().any(|(r, v)| r == resource && v == verb)),
     };
     let th = "px-3 py-2 text-left font-medium";
     view! {
@@ -40,7 +44,7 @@ pub fn Roles() -> impl IntoView {
             <section class=card aria-labelledby="role-form">
                 <h2 id="role-form" class="mb-2 text-lg font-semibold">{locale.t("roles-form-title")}</h2>
                 <p class="mb-4 text-sm text-slate-600 dark:text-slate-300">{locale.t("roles-form-help")}</p>
-                <form method="post" action=paths::ROLES class="space-y-4">
+                <form method="post" action=paths::ROLES class="space-y-4" on:submit=submit_once("role")>
                     <label class="block text-sm font-medium">
                         {locale.t("roles-name")}
                         <input class=INPUT_CLASS type="text" name="name" value=typed_name required autocapitalize="none" spellcheck="false" />
@@ -69,7 +73,12 @@ pub fn Roles() -> impl IntoView {
                             }).collect_view()}
                         </tbody>
                     </table>
-                    <button type="submit" class=PRIMARY_BUTTON>{locale.t("roles-save")}</button>
+                    <SubmitButton
+                        label=locale.t("roles-save")
+                        pending_label=locale.t("form-saving")
+                        form="role"
+                        class=PRIMARY_BUTTON
+                    />
                 </form>
             </section>
         </main>
@@ -79,50 +88,60 @@ pub fn Roles() -> impl IntoView {
 #[component]
 fn RoleList(title: String, roles: Vec<RoleRow>, editable: bool, locale: Locale) -> impl IntoView {
     let th = "px-3 py-2 text-left font-medium";
+    let (table, none) = if editable {
+        ("custom-roles-table", "roles-custom-none")
+    } else {
+        ("builtin-roles-table", "roles-builtin-none")
+    };
+    let empty = roles.is_empty();
     view! {
         <section class="space-y-3">
             <h2 class="text-lg font-semibold">{title}</h2>
-            <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
-                <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800">
-                    <thead class="bg-slate-100 dark:bg-slate-900">
-                        <tr>
-                            <th class=th scope="col">{locale.t("roles-name")}</th>
-                            <th class=th scope="col">{locale.t("roles-rules")}</th>
-                            <th class=th scope="col">{locale.t("roles-holders")}</th>
-                            <th class=th scope="col"><span class="sr-only">{locale.t("roles-actions")}</span></th>
-                        </tr>
-                    </thead>
-                    <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
-                        {roles.into_iter().map(|role| {
-                            let actions = editable.then(|| {
-                                let edit = format!("{}?edit={}", paths::ROLES, role.name);
-                                let delete = format!("{}/{}/delete", paths::ROLES, role.name);
+            // No table without rows: a sentence says there is none.
+            {empty.then(|| view! { <p class="text-sm text-slate-500" data-testid=format!("{table}-empty")>{locale.t(none)}</p> })}
+            {(!empty).then(|| view! {
+                <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
+                    <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid=table>
+                        <thead class="bg-slate-100 dark:bg-slate-900">
+                            <tr>
+                                <th class=th scope="col">{locale.t("roles-name")}</th>
+                                <th class=th scope="col">{locale.t("roles-rules")}</th>
+                                <th class=th scope="col">{locale.t("roles-holders")}</th>
+                                <th class=th scope="col"><span class="sr-only">{locale.t("roles-actions")}</span></th>
+                            </tr>
+                        </thead>
+                        <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
+                            {roles.into_iter().map(|role| {
+                                let actions = editable.then(|| {
+                                    let edit = format!("{}?edit={}", paths::ROLES, role.name);
+                                    let delete = format!("{}/{}/delete", paths::ROLES, role.name);
+                                    view! {
+                                        <a href=edit class=SECONDARY_BUTTON>{locale.t("roles-edit")}</a>
+                                        <details class="mt-2">
+                                            <summary class="cursor-pointer text-xs">{locale.t("roles-delete")}</summary>
+                                            <form method="post" action=delete class="mt-2">
+                                                <button type="submit" class=DANGER_BUTTON>{locale.t("roles-delete-confirm")}</button>
+                                            </form>
+                                        </details>
+                                    }
+                                });
                                 view! {
-                                    <a href=edit class=SECONDARY_BUTTON>{locale.t("roles-edit")}</a>
-                                    <details class="mt-2">
-                                        <summary class="cursor-pointer text-xs">{locale.t("roles-delete")}</summary>
-                                        <form method="post" action=delete class="mt-2">
-                                            <button type="submit" class=DANGER_BUTTON>{locale.t("roles-delete-confirm")}</button>
-                                        </form>
-                                    </details>
+                                    <tr data-role=role.name.clone()>
+                                        <td class="px-3 py-2 font-medium">{role.name.clone()}</td>
+                                        <td class="px-3 py-2">
+                                            <ul class="space-y-1 text-xs">
+                                                {role.rules.iter().map(|r| view! { <li>{r.clone()}</li> }).collect_view()}
+                                            </ul>
+                                        </td>
+                                        <td class="px-3 py-2 text-xs" data-testid="holders">{role.holders.join(", ")}</td>
+                                        <td class="px-3 py-2 text-right">{actions}</td>
+                                    </tr>
                                 }
-                            });
-                            view! {
-                                <tr data-role=role.name.clone()>
-                                    <td class="px-3 py-2 font-medium">{role.name.clone()}</td>
-                                    <td class="px-3 py-2">
-                                        <ul class="space-y-1 text-xs">
-                                            {role.rules.iter().map(|r| view! { <li>{r.clone()}</li> }).collect_view()}
-                                        </ul>
-                                    </td>
-                                    <td class="px-3 py-2 text-xs" data-testid="holders">{role.holders.join(", ")}</td>
-                                    <td class="px-3 py-2 text-right">{actions}</td>
-                                </tr>
-                            }
-                        }).collect_view()}
-                    </tbody>
-                </table>
-            </div>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                </div>
+            })}
         </section>
     }
 }

@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 
 use super::{CARD_CLASS, INPUT_CLASS};
-use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton};
+use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton, submit_once};
 use crate::{page_state, paths};
 
 /// The sign-in card. Posts to the server, which redirects on success and answers a
@@ -16,7 +16,6 @@ pub fn SignIn() -> impl IntoView {
         .map(|f| f.value("user_name"))
         .unwrap_or_default();
     let error = state.feedback.map(|f| f.error);
-    let pending = RwSignal::new(false);
     view! {
         <main class="flex min-h-screen flex-col items-center justify-center gap-6 px-4">
             <div class="text-center">
@@ -31,14 +30,14 @@ pub fn SignIn() -> impl IntoView {
                     method="post"
                     action=paths::SIGN_IN
                     class="space-y-4"
-                    on:submit=move |_| pending.set(true)
+                    on:submit=submit_once("sign-in")
                 >
                     {error.map(|error| view! { <ErrorAlert error /> })}
                     <CredentialFields user_name />
                     <SubmitButton
                         label=locale.t("sign-in-submit")
                         pending_label=locale.t("sign-in-submitting")
-                        pending
+                        form="sign-in"
                     />
                 </form>
             </section>

@@ -141,7 +141,7 @@ pub fn StateBadge(row: UserRow, locale: Locale) -> impl IntoView {
             "bg-emerald-100 text-emerald-800 dark:bg-emerald-950 dark:text-emerald-200",
         )
     };
-    view! { <span class=format!("rounded-full px-2 py-0.5 text-xs font-medium {class}")>{locale.t(key)}</span> }
+    view! { <span class=format!("inline-block whitespace-nowrap rounded-full px-2 py-0.5 text-xs font-medium {class}")>{locale.t(key)}</span> }
 }
 
 /// Display name, e-mail and roles inputs, pre-filled.
