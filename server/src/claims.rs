@@ -198,12 +198,12 @@ pub async fn claim_page(
     request: Request,
 ) -> Response {
     let (mut state, user) = signed_in(&request);
-    let found = if is_object_path(&namespace, &name) {
-        claim_view(&app, &user, &namespace, &name).await
-    } else {
-        Ok(None)
-    };
-    match found {
+    if !is_object_path(&namespace, &name) {
+        // Not a name any claim could have: nothing to say about it.
+        state.page = Page::NotFound;
+        return pages::render(&app, state, StatusCode::NOT_FOUND).await;
+    }
+    match claim_view(&app, &user, &namespace, &name).await {
         Ok(Some(view)) => {
             state.data = PageData::Claim(view);
             pages::render(&app, state, StatusCode::OK).await

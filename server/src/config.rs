@@ -221,19 +221,9 @@ pub struct Settings {
         long,
         global = true,
         env = "BANLIEUE_TRUSTED_PROXIES",
-        value_delimiter = ',',
-        value_parser = parse_proxy
+        value_delimiter = ','
     )]
-    pub trusted_proxies: Vec<ipnet::IpNet>,
-}
-
-/// An IP address (a one-address range) or a CIDR range such as `10.0.0.0/8`.
-fn parse_proxy(value: &str) -> Result<ipnet::IpNet, String> {
-    let value = value.trim();
-    value
-        .parse::<ipnet::IpNet>()
-        .or_else(|_| value.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-        .map_err(|_| format!("{value:?} is not an IP address or a CIDR range such as 10.0.0.0/8"))
+    pub trusted_proxies: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -327,6 +317,10 @@ pub enum ConfigError {
         "BANLIEUE_DEV_CLUSTER_LISTEN / --dev-cluster-listen: {value:?} is not an address and port such as 127.0.0.1:6443"
     )]
     DevClusterListen { value: String },
+    #[error(
+        "BANLIEUE_TRUSTED_PROXIES / --trusted-proxies: {value:?} is not an IP address or a CIDR range such as 10.0.0.0/8"
+    )]
+    TrustedProxies { value: String },
 }
 
 impl Settings {
@@ -411,7 +405,7 @@ impl Settings {
             namespace: self.namespace.clone(),
             run_controllers: self.run_controllers,
             claim_ttl_choices: self.claim_ttl_choices()?,
-            trusted_proxies: self.trusted_proxies.clone(),
+            trusted_proxies: self.trusted_proxies()?,
             issuer,
             signing_keys,
             cluster: self.cluster()?,
@@ -427,6 +421,25 @@ impl Settings {
 }
 
 impl Settings {
+    /// Each entry an IP address (a one-address range) or a CIDR range such as
+    /// `10.0.0.0/8`; empty entries (an empty variable, a trailing comma) are skipped.
+    fn trusted_proxies(&self) -> Result<Vec<ipnet::IpNet>, ConfigError> {
+        self.trusted_proxies
+            .iter()
+            .map(|entry| entry.trim())
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| {
+                entry
+                    .parse::<ipnet::IpNet>()
+                    .or_else(|_| entry.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map(|net| net.trunc())
+                    .map_err(|_| ConfigError::TrustedProxies {
+                        value: entry.to_owned(),
+                    })
+            })
+            .collect()
+    }
+
     fn claim_ttl_choices(&self) -> Result<Vec<u32>, ConfigError> {
         let mut choices = self.claim_ttl_choices.clone();
         if choices.is_empty() || choices.contains(&0) {
@@ -521,6 +534,24 @@ mod tests {
             claim_ttl_choices: vec![900, 3600, 14400],
             trusted_proxies: Vec::new(),
         }
+    }
+
+    #[test]
+    fn trusted_proxies_are_addresses_or_ranges_and_empty_entries_are_skipped() {
+        let mut given = settings("127.0.0.1:3000", None);
+        given.trusted_proxies = vec!["10.0.0.0/8".into(), " 192.0.2.1 ".into(), String::new()];
+        let config = given.validate().unwrap();
+        let shown: Vec<String> = config
+            .trusted_proxies
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        assert_eq!(shown, ["10.0.0.0/8", "192.0.2.1/32"]);
+        given.trusted_proxies = vec![String::new()];
+        assert!(given.validate().unwrap().trusted_proxies.is_empty());
+        given.trusted_proxies = vec!["nope".into()];
+        let error = given.validate().unwrap_err().to_string();
+        assert!(error.starts_with("BANLIEUE_TRUSTED_PROXIES"), "{error}");
     }
 
     #[test]

@@ -320,6 +320,9 @@ pub fn client_address<'a>(
     forwarded_for: impl IntoIterator<Item = &'a HeaderValue>,
     trusted: &[ipnet::IpNet],
 ) -> IpAddr {
+    // An IPv4 peer of an IPv6 listener (`[::]`) arrives as `::ffff:a.b.c.d`: compare and
+    // record it as the IPv4 address it is.
+    let peer = peer.to_canonical();
     let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
     if !is_trusted(&peer) {
         return peer;
@@ -332,7 +335,9 @@ pub fn client_address<'a>(
         .collect();
     let mut client = peer;
     for hop in hops.iter().rev() {
-        let Ok(ip) = hop.parse::<IpAddr>() else { break };
+        let Ok(ip) = hop.parse::<IpAddr>().map(|ip| ip.to_canonical()) else {
+            break;
+        };
         client = ip;
         if !is_trusted(&ip) {
             break;
@@ -420,6 +425,16 @@ mod tests {
             ip("10.0.0.3")
         );
         assert_eq!(address("10.0.0.2", &[], &trusted), ip("10.0.0.2"));
+        // IPv4 in IPv6 form (a `[::]` listener) is IPv4.
+        assert_eq!(
+            address("::ffff:10.0.0.2", &["203.0.113.9"], &trusted),
+            ip("203.0.113.9")
+        );
+        assert_eq!(
+            address("10.0.0.2", &["8.8.8.8, ::ffff:10.0.0.3"], &trusted),
+            ip("8.8.8.8")
+        );
+        assert_eq!(address("::ffff:198.51.100.7", &[], &[]), ip("198.51.100.7"));
     }
 
     fn user(must_change: bool) -> UserRecord {

@@ -61,6 +61,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     serve_on(listener, config, shutdown).await
 }
 
+/// How long a shutdown waits for requests in flight (within Kubernetes' default 30 s
+/// termination grace period, leaving time to release the controllers' Lease).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
 /// Serves on `listener` until `shutdown` completes: opens the database (creating the
 /// first admin on an empty one), prepares the issuer, and starts the background tasks.
 pub async fn serve_on(
@@ -111,15 +115,26 @@ pub async fn serve_on(
     };
     let stopping = state.stopping.clone();
     let app = router(state, sessions);
-    axum::serve(
+    let served = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(async move {
-        shutdown.await;
-        stopping.cancel();
-    })
-    .await?;
+    .with_graceful_shutdown({
+        let stopping = stopping.clone();
+        async move {
+            shutdown.await;
+            stopping.cancel();
+        }
+    });
+    // Requests in flight get SHUTDOWN_GRACE to finish; a client that never completes its
+    // request (or keeps a connection idle) does not hold the process up beyond it.
+    tokio::select! {
+        served = std::future::IntoFuture::into_future(served) => served?,
+        () = async {
+            stopping.cancelled().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => tracing::warn!(grace = ?SHUTDOWN_GRACE, "connections still open at shutdown; closing them"),
+    }
     let _ = stop_controllers.send(true);
     if let Some(controllers) = controllers {
         // They release their Lease; the cluster must still be there for that.
