@@ -14,8 +14,9 @@ use banlieue_identity::{
     AUDIT_PER_PAGE, Actor, AdminError, PasswordChoice, USERS_PER_PAGE, UserProfile,
 };
 use banlieue_store::{AuditQuery, UserRecord};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
+use tower_sessions::Session;
 
 use crate::AppState;
 use crate::form::Form;
@@ -45,6 +46,48 @@ const DONE: [(&str, Notice); 6] = [
     ("password-reset", Notice::PasswordReset),
     ("sessions-revoked", Notice::SessionsRevoked),
 ];
+
+/// Session key of a generated password waiting to be shown, once, on its user's page.
+const SHOWN_PASSWORD_KEY: &str = "shown-password";
+
+#[derive(Serialize, Deserialize)]
+struct ShownPassword {
+    user: String,
+    password: String,
+}
+
+/// Redirects to `user`'s page with `done`; a generated `password` goes with it in the
+/// admin's session, read and removed by that page: shown once, gone on reload, never in
+/// a URL. Without a session the password cannot be handed over safely: an error.
+async fn show_once(
+    session: Option<Session>,
+    locale: app::Locale,
+    user: &str,
+    password: Option<String>,
+    done: &Notice,
+) -> Response {
+    if let Some(password) = password {
+        let kept = match session {
+            Some(session) => {
+                let shown = ShownPassword {
+                    user: user.to_owned(),
+                    password,
+                };
+                session
+                    .insert(SHOWN_PASSWORD_KEY, shown)
+                    .await
+                    .map_err(anyhow::Error::from)
+            }
+            None => Err(anyhow::anyhow!(
+                "no session to show a generated password in"
+            )),
+        };
+        if let Err(error) = kept {
+            return internal_error(locale, &error);
+        }
+    }
+    to_user_page(user, done)
+}
 
 /// 303 to the page of `name` with the notice of `done` (RFC 9110 §15.4.4).
 fn to_user_page(name: &str, done: &Notice) -> Response {
@@ -120,6 +163,7 @@ async fn users_view(
 /// `POST /users`: create a user; the generated password is shown once on their page.
 pub async fn create_user(State(app): State<AppState>, request: Request) -> Response {
     let (state, actor) = context(&request);
+    let session = request.extensions().get::<Session>().cloned();
     let form = match Form::read(request.into_body()).await {
         Ok(form) => form,
         Err(error) => {
@@ -133,19 +177,16 @@ pub async fn create_user(State(app): State<AppState>, request: Request) -> Respo
         .create_user(&actor, &name, &profile(&form), choice)
         .await
     {
-        // A generated password is shown once, on the answer itself; it never goes in a URL.
-        Ok((user, Some(shown))) => {
-            user_view(
-                &app,
-                state,
-                user,
-                Some(shown),
-                Some(Notice::UserCreated),
-                None,
+        Ok((user, shown)) => {
+            show_once(
+                session,
+                state.locale,
+                user.name.as_str(),
+                shown,
+                &Notice::UserCreated,
             )
             .await
         }
-        Ok((user, None)) => to_user_page(user.name.as_str(), &Notice::UserCreated),
         Err(error) => match app_error(error) {
             Ok(error) => users_view(&app, state, &actor, "", 0, Some((error, form))).await,
             Err(error) => internal_error(state.locale, &error),
@@ -164,8 +205,18 @@ pub async fn user_page(
         .find(|(key, _)| key == "done")
         .and_then(|(_, token)| DONE.into_iter().find(|(t, _)| *t == token))
         .map(|(_, notice)| notice);
+    let shown = match request.extensions().get::<Session>() {
+        Some(session) => session
+            .remove::<ShownPassword>(SHOWN_PASSWORD_KEY)
+            .await
+            .ok()
+            .flatten()
+            .filter(|shown| shown.user == name)
+            .map(|shown| shown.password),
+        None => None,
+    };
     match app.accounts.user(&actor, &name).await {
-        Ok(user) => user_view(&app, state, user, None, done, None).await,
+        Ok(user) => user_view(&app, state, user, shown, done, None).await,
         Err(error) => refusal(&app, state, error).await,
     }
 }
@@ -222,6 +273,7 @@ pub async fn user_action(
     request: Request,
 ) -> Response {
     let (state, actor) = context(&request);
+    let session = request.extensions().get::<Session>().cloned();
     let form = match Form::read(request.into_body()).await {
         Ok(form) => form,
         Err(error) => return error_page(state.locale, &error),
@@ -285,10 +337,9 @@ pub async fn user_action(
         }
     };
     match outcome {
-        Ok((notice, Some(shown))) => {
-            user_view(&app, state, current, Some(shown), Some(notice), None).await
+        Ok((notice, shown)) => {
+            show_once(session, state.locale, current.name.as_str(), shown, &notice).await
         }
-        Ok((notice, None)) => to_user_page(current.name.as_str(), &notice),
         Err(error) => match app_error(error) {
             Ok(error) => user_view(&app, state, current, None, None, Some((error, form))).await,
             Err(error) => internal_error(state.locale, &error),

@@ -40,10 +40,23 @@ async fn a_created_user_signs_in_with_the_generated_password_and_must_change_it(
             Some(&admin),
         ))
         .await;
-    assert_eq!(created.status, StatusCode::OK, "{}", created.body);
-    assert!(created.body.contains("User created."));
-    let password = shown_password(&created.body);
+    // Post/redirect/get: the generated password rides in the session, not the URL, and
+    // is shown once on the page the answer leads to.
+    assert_eq!(created.status, StatusCode::SEE_OTHER, "{}", created.body);
+    assert_eq!(created.location(), Some("/users/alice?done=created"));
+    let page = app
+        .send(get("/users/alice?done=created", Some(&admin)))
+        .await;
+    assert!(page.body.contains("User created."));
+    let password = shown_password(&page.body);
     assert_eq!(password.len(), 24);
+    let reloaded = app
+        .send(get("/users/alice?done=created", Some(&admin)))
+        .await;
+    assert!(
+        !reloaded.body.contains("data-testid=\"shown-password\""),
+        "a reload shows it no more"
+    );
 
     let listed = app.send(get("/users?q=liddell", Some(&admin))).await;
     assert_eq!(listed.status, StatusCode::OK);
@@ -145,8 +158,11 @@ async fn resetting_a_password_ends_the_users_open_session() {
             Some(&admin),
         ))
         .await;
-    assert_eq!(reset.status, StatusCode::OK);
-    let password = shown_password(&reset.body);
+    assert_eq!(reset.location(), Some("/users/alice?done=password-reset"));
+    let page = app
+        .send(get("/users/alice?done=password-reset", Some(&admin)))
+        .await;
+    let password = shown_password(&page.body);
     assert_eq!(
         app.send(get("/", Some(&alice))).await.location(),
         Some("/sign-in")
@@ -372,17 +388,17 @@ async fn hand_edited_addresses_get_pages_not_crashes() {
 async fn action_results_keep_the_user_page_address_for_the_language_switch() {
     let (app, admin) = with_admin().await;
     app.create_user("bob", PASSWORD, &[], false).await;
-    // A shown password is answered in place (never put in a URL): the language switch
-    // must still return to the user's page, not to the action's address.
-    let done = app
+    // A refused action is answered in place: the language switch must still return to
+    // the user's page, not to the action's address.
+    let refused = app
         .send(post_form(
-            "/users/bob/password",
-            form(&[("password_mode", "generate")]),
+            "/users/bob",
+            form(&[("version", "1"), ("display_name", "a\u{1b}b")]),
             Some(&admin),
         ))
         .await;
-    assert_eq!(done.status, StatusCode::OK);
-    assert!(done.body.contains("name=\"next\" value=\"/users/bob\""));
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert!(refused.body.contains("name=\"next\" value=\"/users/bob\""));
     let revoked = app
         .send(post_form("/users/bob/revoke-sessions", "", Some(&admin)))
         .await;
