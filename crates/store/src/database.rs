@@ -35,6 +35,12 @@ pub enum StoreError {
         "the SQLite database {file} is read-only: the console must be able to write it (check its permissions and those of its directory)"
     )]
     ReadOnly { file: PathBuf },
+    #[error(
+        "the SQLite URL names no file (an in-memory database is not supported): use sqlite://<path>, e.g. sqlite://data/console.db"
+    )]
+    NoSqliteFile,
+    #[error("{file} is not a regular file: point BANLIEUE_DATABASE_URL at a database file")]
+    NotARegularFile { file: PathBuf },
     #[error("cannot open the database: {0}")]
     Open(#[source] sqlx::Error),
     #[error("cannot apply database migrations: {0}")]
@@ -248,15 +254,29 @@ pub(crate) fn sqlite_file(url: &str) -> Option<PathBuf> {
     (!path.is_empty() && path != ":memory:").then(|| PathBuf::from(path))
 }
 
+/// Checks what a `sqlite:` URL names before SQLite opens it: a file (an in-memory
+/// database would be one empty database per pooled connection), in a directory that
+/// exists, a regular file if it exists, and one this process may write (SQLite would
+/// otherwise open it read-only without a word, and every write would fail later).
 fn prepare_sqlite_url(url: &str) -> Result<String, StoreError> {
-    if let Some(file) = sqlite_file(url) {
-        let dir = file.parent().filter(|d| !d.as_os_str().is_empty());
-        if let Some(dir) = dir
-            && !dir.is_dir()
+    let file = sqlite_file(url).ok_or(StoreError::NoSqliteFile)?;
+    let dir = file.parent().filter(|d| !d.as_os_str().is_empty());
+    if let Some(dir) = dir
+        && !dir.is_dir()
+    {
+        return Err(StoreError::MissingDirectory {
+            dir: dir.to_path_buf(),
+        });
+    }
+    if file.exists() {
+        if !file.is_file() {
+            return Err(StoreError::NotARegularFile { file });
+        }
+        let writable = std::fs::OpenOptions::new().write(true).open(&file);
+        if writable.is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+            && !url.contains("mode=ro")
         {
-            return Err(StoreError::MissingDirectory {
-                dir: dir.to_path_buf(),
-            });
+            return Err(StoreError::ReadOnly { file });
         }
     }
     Ok(if url.contains("mode=") {

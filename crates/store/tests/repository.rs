@@ -236,6 +236,22 @@ async fn sqlite_start_up_errors_name_the_cause() {
     let unsupported = Store::open("mysql://u:secret@h/db").await.unwrap_err();
     assert!(matches!(unsupported, StoreError::UnsupportedUrl { .. }));
     assert!(!unsupported.to_string().contains("secret"), "{unsupported}");
+
+    // In memory, each pooled connection would be its own empty database.
+    for url in ["sqlite::memory:", "sqlite:", "sqlite://"] {
+        let open = Store::open(url).await.unwrap_err();
+        assert!(matches!(open, StoreError::NoSqliteFile), "{url}: {open:?}");
+        let check = Store::check(url).await.unwrap_err();
+        assert!(
+            matches!(check, StoreError::NoSqliteFile),
+            "{url}: {check:?}"
+        );
+    }
+    let device = Store::check("sqlite:///dev/null").await.unwrap_err();
+    assert!(
+        matches!(&device, StoreError::NotARegularFile { file } if file.ends_with("null")),
+        "{device:?}"
+    );
 }
 
 #[tokio::test]
