@@ -315,7 +315,9 @@ impl Viewer {
 }
 
 /// A tick for each batch of watch events on `api` (with an optional field selector),
-/// restarting the watch with back-off after errors.
+/// restarting the watch with back-off after errors — except a refusal: a person
+/// Kubernetes does not let list or watch `K` gets no ticks from it (rather than a retry a
+/// second, forever).
 fn changes<K>(api: Api<K>, fields: Option<&str>) -> impl Stream<Item = ()> + Send + use<K>
 where
     K: kube::Resource<DynamicType = ()>
@@ -329,7 +331,18 @@ where
     if let Some(fields) = fields {
         config = config.fields(fields);
     }
-    watcher(api, config).default_backoff().map(|_| ())
+    watcher(api, config)
+        .default_backoff()
+        .take_while(|event| {
+            let refused = matches!(
+                event,
+                Err(watcher::Error::InitialListFailed(kube::Error::Api(status))
+                    | watcher::Error::WatchStartFailed(kube::Error::Api(status)))
+                    if status.code == 403
+            );
+            std::future::ready(!refused)
+        })
+        .map(|_| ())
 }
 
 /// Server-sent events carrying `load(user)`'s JSON after each batch of `changes` (and at
