@@ -74,6 +74,9 @@ pub async fn with_feedback(
     response
 }
 
+/// A refused form: the error, and what was typed to show again (never passwords).
+pub type Refusal = (AppError, Option<BTreeMap<String, String>>);
+
 /// `[(name, value)]` as the feedback's typed values.
 pub fn typed(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs

@@ -17,7 +17,7 @@ use crate::AppState;
 use crate::claims::{audit_success, refusal, user_client};
 use crate::form::Form;
 use crate::middleware::{error_page, signed_in};
-use crate::pages;
+use crate::pages::{self, Refusal};
 
 /// `GET /pools`; `?edit=<namespace>/<name>` fills the form with that pool;
 /// `?saved=` / `?deleted=` show their notice.
@@ -120,8 +120,6 @@ pub async fn delete_pool(
         Err(error) => render(&app, state, &user, None, None, Some((refusal(error), None))).await,
     }
 }
-
-type Refusal = (AppError, Option<std::collections::BTreeMap<String, String>>);
 
 async fn render(
     app: &AppState,

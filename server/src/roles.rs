@@ -18,7 +18,7 @@ use crate::AppState;
 use crate::claims::{refusal, user_client};
 use crate::form::Form;
 use crate::middleware::{error_page, internal_error, signed_in};
-use crate::pages;
+use crate::pages::{self, Refusal};
 
 /// The label naming a custom role's console name.
 pub const ROLE_LABEL: &str = "console.banlieue.io/role";
@@ -66,20 +66,9 @@ pub async fn save_role(State(app): State<AppState>, request: Request) -> Respons
     // What was typed and ticked, put back into the form when the save is refused.
     let typed: BTreeMap<String, String> = form.pairs().iter().cloned().collect();
     let refused = |error: AppError| Some((error, Some(typed.clone())));
-    let name = match RoleName::parse(form.get("name").trim()) {
-        Ok(name) if BuiltinRole::parse(name.as_str()).is_none() => name,
-        _ => {
-            return render(
-                &app,
-                state,
-                &user,
-                None,
-                None,
-                refused(AppError::InvalidRole),
-            )
-            .await;
-        }
-    };
+    let name = RoleName::parse(form.get("name").trim())
+        .ok()
+        .filter(|name| BuiltinRole::parse(name.as_str()).is_none());
     let mut verbs_by_resource: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for resource in RESOURCES {
         for verb in VERBS {
@@ -91,7 +80,8 @@ pub async fn save_role(State(app): State<AppState>, request: Request) -> Respons
             }
         }
     }
-    if verbs_by_resource.is_empty() {
+    // A new, non-built-in name and at least one permission.
+    let Some(name) = name.filter(|_| !verbs_by_resource.is_empty()) else {
         return render(
             &app,
             state,
@@ -101,7 +91,7 @@ pub async fn save_role(State(app): State<AppState>, request: Request) -> Respons
             refused(AppError::InvalidRole),
         )
         .await;
-    }
+    };
     let Some(client) = admin_client(&app, &user) else {
         return error_page(state.locale, &AppError::Forbidden);
     };
@@ -231,9 +221,6 @@ fn admin_client(app: &AppState, user: &UserRecord) -> Option<kube::Client> {
         .then(|| user_client(app, user))
         .flatten()
 }
-
-/// A refused form: the error, and what was typed to show again.
-type Refusal = (AppError, Option<BTreeMap<String, String>>);
 
 async fn render(
     app: &AppState,
