@@ -10,35 +10,17 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use banlieue_identity::oidc::ClusterAccess;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::core::GroupVersionKind;
-use kube::discovery::{Discovery, Scope};
+use cluster::chart;
+use kube::api::Api;
 use kube_emulator::auth::{UserInfo, parse_authentication_configuration};
 use kube_emulator::{Emulator, EmulatorConfig};
-use serde::Deserialize;
 
 use crate::kube_access::KubeAccess;
 
-/// The namespace the console's own objects live in (the chart's release namespace).
-pub const CONSOLE_NAMESPACE: &str = "banlieue-system";
 /// The namespace of the demo pool.
 pub const DEMO_NAMESPACE: &str = "demo";
 /// The console's service account, as the emulator authenticates the console.
 const CONSOLE_SERVICE_ACCOUNT: &str = "system:serviceaccount:banlieue-system:banlieue-console";
-
-const CRDS: [&str; 3] = [
-    include_str!("../../charts/banlieue-console/crds/virtualmachinepools.banlieue.io.yaml"),
-    include_str!("../../charts/banlieue-console/crds/virtualmachines.banlieue.io.yaml"),
-    include_str!("../../charts/banlieue-console/crds/virtualmachineclaims.banlieue.io.yaml"),
-];
-const TEMPLATES: [&str; 6] = [
-    include_str!("../../charts/banlieue-console/templates/console-roles.yaml"),
-    include_str!("../../charts/banlieue-console/templates/console-impersonation.yaml"),
-    include_str!("../../charts/banlieue-console/templates/controllers-rbac.yaml"),
-    include_str!("../../charts/banlieue-console/templates/claim-subject-params.yaml"),
-    include_str!("../../charts/banlieue-console/templates/claim-subject-policy.yaml"),
-    include_str!("../../charts/banlieue-console/templates/claim-release-policy.yaml"),
-];
 
 /// The running demo cluster.
 pub struct DevCluster {
@@ -159,17 +141,12 @@ async fn client_for(yaml: &str) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(kubeconfig_config(yaml).await?)?)
 }
 
-/// Applies the chart as `helm install -n banlieue-system` would, with this console's
-/// issuer as the only allowed claim issuer: the CRDs first, then the templates.
+/// Installs the chart as `helm install -n banlieue-system` would, with this console's
+/// issuer as the only allowed claim issuer.
 async fn apply_chart(admin: &kube::Client, issuer_url: &str) -> anyhow::Result<()> {
-    for crd in CRDS {
-        apply_documents(admin, crd).await?;
-    }
-    ensure_namespace(admin, CONSOLE_NAMESPACE).await?;
-    for template in TEMPLATES {
-        apply_documents(admin, &render(template, issuer_url)?).await?;
-    }
-    Ok(())
+    chart::install(admin, &chart::ClaimSubjectPolicy::only_issuer(issuer_url))
+        .await
+        .context("cannot install the chart in the dev cluster")
 }
 
 /// Creates the demo pool once; a restart keeps what people changed since.
@@ -208,64 +185,7 @@ async fn ensure_namespace(admin: &kube::Client, name: &str) -> anyhow::Result<()
     .await
 }
 
-/// The two template forms the chart uses, and nothing else (a new one must be added here,
-/// not silently left in a manifest): `{{ .Release.Namespace }}` and
-/// `{{ .Values.claimSubjectPolicy.<key> | quote }}`.
-fn render(template: &str, issuer_url: &str) -> anyhow::Result<String> {
-    let mut text = template.replace("{{ .Release.Namespace }}", CONSOLE_NAMESPACE);
-    let values = [
-        ("issuers", format!("{issuer_url}\n")),
-        ("brokers", String::new()),
-        ("usernamePrefix", "console:".to_owned()),
-        ("issuerPrefixes", String::new()),
-    ];
-    for (key, value) in values {
-        let placeholder = format!("{{{{ .Values.claimSubjectPolicy.{key} | quote }}}}");
-        text = text.replace(&placeholder, &serde_json::to_string(&value)?);
-    }
-    if let Some(at) = text.find("{{") {
-        anyhow::bail!(
-            "unrendered chart template: {}",
-            &text[at..text.len().min(at + 60)]
-        );
-    }
-    Ok(text)
-}
-
-/// Server-side applies every document of `yaml` (`kubectl apply --server-side`).
+/// Server-side applies every document of `yaml`.
 async fn apply_documents(client: &kube::Client, yaml: &str) -> anyhow::Result<()> {
-    let discovery = Discovery::new(client.clone()).run().await?;
-    let params = PatchParams::apply("banlieue-console").force();
-    // Parsed up front: the YAML deserializer must not live across an await (not `Send`).
-    let documents = serde_yaml::Deserializer::from_str(yaml)
-        .map(serde_yaml::Value::deserialize)
-        .collect::<Result<Vec<_>, _>>()?;
-    for value in documents.into_iter().filter(|v| !v.is_null()) {
-        let object: DynamicObject = serde_yaml::from_value(value)?;
-        let types = object
-            .types
-            .as_ref()
-            .context("a manifest without apiVersion/kind")?;
-        let gvk = GroupVersionKind::try_from(types)?;
-        let (resource, capabilities) = discovery
-            .resolve_gvk(&gvk)
-            .with_context(|| format!("the dev cluster does not serve {gvk:?}"))?;
-        let name = object
-            .metadata
-            .name
-            .clone()
-            .context("a manifest without a name")?;
-        let api: Api<DynamicObject> = match capabilities.scope {
-            Scope::Namespaced => Api::namespaced_with(
-                client.clone(),
-                object.metadata.namespace.as_deref().unwrap_or("default"),
-                &resource,
-            ),
-            Scope::Cluster => Api::all_with(client.clone(), &resource),
-        };
-        api.patch(&name, &params, &Patch::Apply(&object))
-            .await
-            .with_context(|| format!("applying {} {name}", gvk.kind))?;
-    }
-    Ok(())
+    Ok(chart::apply(client, &chart::parse_documents(yaml)?).await?)
 }

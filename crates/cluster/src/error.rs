@@ -18,6 +18,15 @@ pub enum Error {
         /// `<plural>.banlieue.io`.
         crd: String,
     },
+    /// A manifest of the chart could not be read or is of a kind the API server does not
+    /// serve.
+    #[error("chart manifest {name}: {reason}")]
+    Manifest {
+        /// The object's name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// Leader election failed (the Lease could not be read or written).
     #[error("leader election: {0}")]
     Lease(#[from] kube_lease_manager::LeaseManagerError),

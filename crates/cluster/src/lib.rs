@@ -5,6 +5,7 @@
 //! The rules the claim controller follows are pure functions in
 //! [`banlieue_domain::claim`]; this crate does the I/O around them.
 
+pub mod chart;
 pub mod claim;
 mod convert;
 pub mod crd;

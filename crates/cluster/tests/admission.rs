@@ -6,6 +6,7 @@ mod common;
 
 use std::time::Duration;
 
+use cluster::chart::{ClaimSubjectPolicy, POLICY_PARAMS, RELEASE_NAMESPACE};
 use common::*;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
@@ -13,45 +14,37 @@ use serde_json::{Value, json};
 
 const DEX: &str = "https://dex.example.com";
 
-fn values() -> serde_yaml::Value {
-    let mut values = chart_values();
-    let policy = &mut values["claimSubjectPolicy"];
-    policy["issuers"] = format!("{ISSUER}\n\n  {DEX}  \n").into();
-    policy["brokers"] = "console:broker\n".into();
-    policy["usernamePrefix"] = "console:".into();
-    policy["issuerPrefixes"] = format!("{DEX}=github:\n").into();
-    values
-}
-
-async fn post(client: &Client, path: &str, body: Value) {
-    let req = http::Request::post(path)
-        .header("Content-Type", "application/json")
-        .body(serde_json::to_vec(&body).unwrap())
-        .unwrap();
-    let _: Value = client.request(req).await.expect(path);
+/// The policy's parameters: blank lines and spaces around entries are ignored.
+fn policy() -> ClaimSubjectPolicy {
+    ClaimSubjectPolicy {
+        issuers: format!("{ISSUER}\n\n  {DEX}  \n"),
+        brokers: "console:broker\n".into(),
+        username_prefix: "console:".into(),
+        issuer_prefixes: format!("{DEX}=github:\n"),
+    }
 }
 
 /// `console:developer` may create, change and delete claims (RBAC), like SPEC §5's role.
 async fn developer_role(admin: &Client) {
-    let rbac = "/apis/rbac.authorization.k8s.io/v1";
-    post(
-        admin,
-        &format!("{rbac}/clusterroles"),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": "developer"},
-            "rules": [{"apiGroups": ["banlieue.io"], "resources": ["virtualmachineclaims"],
-                       "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]
-        }),
+    let objects = cluster::chart::parse_documents(
+        "apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: admission-test-developer}
+rules:
+- apiGroups: [banlieue.io]
+  resources: [virtualmachineclaims]
+  verbs: [get, list, watch, create, update, patch, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: admission-test-developer}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admission-test-developer}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: 'console:developer'}
+",
     )
-    .await;
-    post(admin, &format!("{rbac}/clusterrolebindings"), json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": "developer"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "developer"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "console:developer"}]
-    }))
-    .await;
+    .unwrap();
+    cluster::chart::apply(admin, &objects).await.unwrap();
 }
 
 fn claim_from(name: &str, issuer: &str, id: &str) -> cluster::crd::VirtualMachineClaim {
@@ -91,10 +84,10 @@ fn refused<T: std::fmt::Debug>(result: Result<T, kube::Error>, message: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_claim_subject_policy() {
     let (emu, admin) = start().await;
-    let values = values();
-    apply_template(&admin, "claim-subject-params.yaml", &values).await;
-    apply_template(&admin, "claim-subject-policy.yaml", &values).await;
-    apply_template(&admin, "controllers-rbac.yaml", &values).await;
+    // The test bed's chart was installed by helm with these parameters (scripts/testbed).
+    if !emu.is_real() {
+        install_chart(&admin, &policy()).await;
+    }
     developer_role(&admin).await;
     let dev = ["console:developer", "system:authenticated"];
     let alice = claims(&impersonating(&emu, "console:alice", &dev).await);
@@ -205,16 +198,20 @@ async fn the_claim_subject_policy() {
     // finalizer (an UPDATE by someone who is not the subject) and write status.
     let sa = impersonating(
         &emu,
-        "system:serviceaccount:default:banlieue-console",
+        &format!("system:serviceaccount:{RELEASE_NAMESPACE}:banlieue-console"),
         &[
             "system:serviceaccounts",
-            "system:serviceaccounts:default",
+            &format!("system:serviceaccounts:{RELEASE_NAMESPACE}"),
             "system:authenticated",
         ],
     )
     .await;
     create_pool(&admin, &pool("p", 1, 4, "r1")).await;
-    let running = spawn_controllers(&sa, test_config("sa"));
+    // The chart lets the ServiceAccount hold its Lease in the release namespace only.
+    let mut config = test_config(&sa, "sa");
+    config.lease_namespace = RELEASE_NAMESPACE.into();
+    config.lease_name = format!("admission-{}", emu.namespace());
+    let running = spawn_controllers(&sa, config);
     for name in ["mine", "for-bob", "octo"] {
         let bound = wait_phase(&admin, name, "Bound", Duration::from_secs(20)).await;
         assert!(
@@ -227,9 +224,15 @@ async fn the_claim_subject_policy() {
     assert_eq!(running.metrics.reconcile_errors.total(), 0);
     running.stop().await;
 
-    // Without the params ConfigMap the binding denies (parameterNotFoundAction: Deny).
-    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(admin.clone(), NS)
-        .delete("banlieue-claim-subject-policy", &Default::default())
+    // Without the params ConfigMap the binding denies (parameterNotFoundAction: Deny). On
+    // the shared test bed it is put back afterwards.
+    let params = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+        admin.clone(),
+        RELEASE_NAMESPACE,
+    );
+    let mut saved = params.get(POLICY_PARAMS).await.unwrap();
+    params
+        .delete(POLICY_PARAMS, &Default::default())
         .await
         .unwrap();
     match alice
@@ -239,5 +242,13 @@ async fn the_claim_subject_policy() {
         Err(kube::Error::Api(s)) => assert!(s.message.contains("no params found"), "{}", s.message),
         other => panic!("expected a denial without params, got {other:?}"),
     }
+    saved.metadata = kube::api::ObjectMeta {
+        name: saved.metadata.name,
+        namespace: saved.metadata.namespace,
+        labels: saved.metadata.labels,
+        annotations: saved.metadata.annotations,
+        ..Default::default()
+    };
+    params.create(&pp, &saved).await.unwrap();
     emu.shutdown().await;
 }

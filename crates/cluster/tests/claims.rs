@@ -22,7 +22,7 @@ fn seconds(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_until_capacity_then_bound_with_the_full_ttl_from_bind() {
     let (emu, client) = start().await;
-    let running = spawn_controllers(&client, test_config("a"));
+    let running = spawn_controllers(&client, test_config(&client, "a"));
     let created = create_claim(&client, &claim("c1", "p1", 3600, "alice")).await;
     let pending = wait_phase(&client, "c1", "Pending", T).await;
     let status = pending.status.unwrap();
@@ -112,7 +112,7 @@ async fn pending_until_capacity_then_bound_with_the_full_ttl_from_bind() {
 async fn deleting_a_pending_claim_removes_it() {
     let (emu, client) = start().await;
     create_pool(&client, &pool("empty", 0, 0, "r1")).await;
-    let running = spawn_controllers(&client, test_config("a"));
+    let running = spawn_controllers(&client, test_config(&client, "a"));
     create_claim(&client, &claim("c1", "empty", 60, "alice")).await;
     let pending = wait_phase(&client, "c1", "Pending", T).await;
     assert_eq!(
@@ -132,7 +132,7 @@ async fn deleting_a_pending_claim_removes_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vanished_member_fails_the_claim_even_with_another_ready() {
     let (emu, client) = start().await;
-    let running = spawn_controllers(&client, test_config("a"));
+    let running = spawn_controllers(&client, test_config(&client, "a"));
     create_pool(&client, &pool("p1", 2, 4, "r1")).await;
     create_claim(&client, &claim("c1", "p1", 3600, "alice")).await;
     let bound = wait_phase(&client, "c1", "Bound", T).await;
@@ -197,7 +197,7 @@ async fn assert_gone_in_order(client: &kube::Client, claim: &str, member: &str) 
 async fn expiry_destroys_the_member_then_deletes_the_claim() {
     let (emu, client) = start().await;
     // Long enough that the poll below sees the claim Releasing before its member is gone.
-    let mut config = test_config("a");
+    let mut config = test_config(&client, "a");
     config.simulated_provider.as_mut().unwrap().destroy_after = Duration::from_secs(3);
     let running = spawn_controllers(&client, config);
     create_pool(&client, &pool("p1", 1, 2, "r1")).await;
@@ -214,7 +214,7 @@ async fn expiry_destroys_the_member_then_deletes_the_claim() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletion_keeps_the_claim_until_its_member_is_gone() {
     let (emu, client) = start().await;
-    let mut config = test_config("a");
+    let mut config = test_config(&client, "a");
     config.simulated_provider.as_mut().unwrap().destroy_after = Duration::from_secs(4);
     let running = spawn_controllers(&client, config);
     create_pool(&client, &pool("p1", 1, 2, "r1")).await;
@@ -243,7 +243,7 @@ async fn deletion_keeps_the_claim_until_its_member_is_gone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_the_pool_spares_the_claimed_member() {
     let (emu, client) = start().await;
-    let running = spawn_controllers(&client, test_config("a"));
+    let running = spawn_controllers(&client, test_config(&client, "a"));
     create_pool(&client, &pool("p1", 2, 4, "r1")).await;
     create_claim(&client, &claim("c1", "p1", 3600, "alice")).await;
     let bound = wait_phase(&client, "c1", "Bound", T).await;

@@ -9,7 +9,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 
 async fn holder(client: &kube::Client) -> Option<String> {
-    Api::<Lease>::namespaced(client.clone(), NS)
+    Api::<Lease>::default_namespaced(client.clone())
         .get_opt("banlieue-console-controllers")
         .await
         .unwrap()?
@@ -25,8 +25,8 @@ fn bound_claims(metrics: &cluster::Metrics) -> Option<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_replica_reconciles_and_the_other_takes_over() {
     let (emu, client) = start().await;
-    let a = spawn_controllers(&client, test_config("replica-a"));
-    let b = spawn_controllers(&client, test_config("replica-b"));
+    let a = spawn_controllers(&client, test_config(&client, "replica-a"));
+    let b = spawn_controllers(&client, test_config(&client, "replica-b"));
     create_pool(&client, &pool("p", 1, 4, "r1")).await;
     create_claim(&client, &claim("c1", "p", 600, "alice")).await;
     wait_phase(&client, "c1", "Bound", Duration::from_secs(20)).await;

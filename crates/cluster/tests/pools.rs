@@ -20,7 +20,7 @@ fn ready(vm: &cluster::crd::VirtualMachine) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_image_revision_replaces_only_unclaimed_members() {
     let (emu, client) = start().await;
-    let running = spawn_controllers(&client, test_config("a"));
+    let running = spawn_controllers(&client, test_config(&client, "a"));
     create_pool(&client, &pool("p", 2, 4, "r1")).await;
     create_claim(&client, &claim("c1", "p", 3600, "alice")).await;
     let bound = wait_phase(&client, "c1", "Bound", T).await;
@@ -82,7 +82,7 @@ async fn a_new_image_revision_replaces_only_unclaimed_members() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shrinking_a_pool_deletes_surplus_unclaimed_members_only() {
     let (emu, client) = start().await;
-    let running = spawn_controllers(&client, test_config("a"));
+    let running = spawn_controllers(&client, test_config(&client, "a"));
     create_pool(&client, &pool("p", 3, 5, "r1")).await;
     create_claim(&client, &claim("c1", "p", 3600, "alice")).await;
     let held = wait_phase(&client, "c1", "Bound", T)

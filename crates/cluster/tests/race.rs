@@ -78,7 +78,7 @@ async fn assert_one_claim_per_member(client: &Client) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_claims_against_twenty_ready_members() {
     let (emu, client) = start().await;
-    let running = spawn_controllers(&client, test_config("a"));
+    let running = spawn_controllers(&client, test_config(&client, "a"));
     create_pool(&client, &pool("p", 20, 20, "r1")).await;
     wait_for("20 Ready members", T, || async {
         let ready = list_vms(&client)

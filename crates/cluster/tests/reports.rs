@@ -122,7 +122,7 @@ async fn stale_cache_never_binds_a_second_member() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn never_ready_pool_stays_within_max_and_reports_no_progress() {
     let (emu, client) = start().await;
-    let mut config = test_config("a");
+    let mut config = test_config(&client, "a");
     config.pool_resync = Duration::from_millis(100);
     config.simulated_provider.as_mut().unwrap().ready_after = None;
     config.simulated_provider.as_mut().unwrap().destroy_after = Duration::from_millis(700);

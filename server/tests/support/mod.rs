@@ -126,7 +126,7 @@ impl TestApp {
     /// namespace and pool `sandbox`), whose controllers and simulated provider run until
     /// the test's runtime ends.
     pub async fn with_dev_cluster() -> (Self, server::dev_cluster::DevCluster) {
-        let mut app = Self::new().await;
+        let app = Self::new().await;
         let dir = app._dir.path().join("cluster");
         let dev = server::dev_cluster::DevCluster::start(
             "127.0.0.1:0".parse().unwrap(),
@@ -135,12 +135,23 @@ impl TestApp {
         )
         .await
         .unwrap();
-        let mut controllers = cluster::ControllerConfig::new("banlieue-system", "test");
+        let controllers = cluster::ControllerConfig::new("banlieue-system", "test");
+        (app.with_cluster(dev.access.clone(), controllers).await, dev)
+    }
+
+    /// This console acting in the cluster through `access`, with the claim and pool
+    /// controllers (and a fast simulated provider) running on `controllers` until the
+    /// test's runtime ends.
+    pub async fn with_cluster(
+        mut self,
+        access: Arc<server::kube_access::KubeAccess>,
+        mut controllers: cluster::ControllerConfig,
+    ) -> Self {
         controllers.simulated_provider = Some(cluster::SimulatedProviderConfig {
             ready_after: Some(Duration::from_millis(200)),
             destroy_after: Duration::from_millis(100),
         });
-        let client = dev.access.console_client().unwrap();
+        let client = access.console_client().unwrap();
         let metrics = Arc::new(cluster::Metrics::default());
         tokio::spawn(cluster::run_controllers(
             client,
@@ -153,18 +164,18 @@ impl TestApp {
             .settings
             .validate()
             .unwrap();
-        let sessions = app.store().session_backend().await.unwrap();
+        let sessions = self.store().session_backend().await.unwrap();
         let state = AppState {
-            metrics: Arc::new(startup::metrics_registry(&app.accounts, Some(&metrics))),
-            stopping: app.stopping.clone(),
-            accounts: app.accounts.clone(),
-            issuer: app.issuer.clone(),
-            kube: Some(dev.access.clone()),
+            metrics: Arc::new(startup::metrics_registry(&self.accounts, Some(&metrics))),
+            stopping: self.stopping.clone(),
+            accounts: self.accounts.clone(),
+            issuer: self.issuer.clone(),
+            kube: Some(access),
             leptos: startup::leptos_options(&config),
             config: Arc::new(config),
         };
-        app.router = router(state, sessions);
-        (app, dev)
+        self.router = router(state, sessions);
+        self
     }
 
     /// A console served over HTTP on a fresh loopback port, its issuer URL being that

@@ -1,5 +1,12 @@
-//! Helpers shared by the integration tests (included with `mod common;`): an emulator with
-//! the chart's CRDs, kube-rs clients, object builders, polling, and running controllers.
+//! Helpers shared by the integration tests (included with `mod common;`): the API server
+//! with the chart's CRDs, kube-rs clients, object builders, polling, and running
+//! controllers.
+//!
+//! One harness, two backends: by default each test starts its own Kubernetes emulator;
+//! with `BANLIEUE_KUBE_BACKEND=testbed` the same tests run against the real
+//! kube-apiserver of the test bed (`scripts/testbed`, `BANLIEUE_TESTBED_DIR`), each in a
+//! namespace of its own, with the chart installed by helm. A client's default namespace is
+//! the test's namespace: the helpers work there.
 #![allow(dead_code)]
 
 use std::future::Future;
@@ -17,25 +24,96 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Resource, ResourceExt};
+use banlieue_testbed::{TestNamespace, Testbed};
 use kube_emulator::{Emulator, EmulatorConfig};
 use serde_json::json;
 
-pub const NS: &str = "default";
 pub const ISSUER: &str = "https://console.example.com";
+
+/// The API server a test runs against.
+pub enum Server {
+    /// A fresh emulator of the test's own.
+    Emulator(Emulator),
+    /// The shared real kube-apiserver, and the test's namespace in it.
+    Testbed(Testbed, TestNamespace),
+}
+
+impl Server {
+    /// `true` on the real kube-apiserver.
+    pub fn is_real(&self) -> bool {
+        matches!(self, Self::Testbed(..))
+    }
+
+    /// The test's namespace.
+    pub fn namespace(&self) -> &str {
+        match self {
+            Self::Emulator(_) => "default",
+            Self::Testbed(_, ns) => &ns.name,
+        }
+    }
+
+    /// An admin kubeconfig whose default namespace is the test's.
+    fn admin_kubeconfig(&self) -> Kubeconfig {
+        let yaml = match self {
+            Self::Emulator(emu) => emu.kubeconfig_for(emu.admin_token()),
+            Self::Testbed(bed, _) => bed.admin_kubeconfig(),
+        };
+        let mut kubeconfig = Kubeconfig::from_yaml(&yaml).expect("kubeconfig");
+        for context in &mut kubeconfig.contexts {
+            if let Some(context) = context.context.as_mut() {
+                context.namespace = Some(self.namespace().to_owned());
+            }
+        }
+        kubeconfig
+    }
+
+    /// Stops the emulator, or deletes the test's namespace on the test bed.
+    pub async fn shutdown(self) {
+        match self {
+            Self::Emulator(emu) => emu.shutdown().await,
+            Self::Testbed(_, ns) => ns.delete().await,
+        }
+    }
+}
+
+/// `BANLIEUE_KUBE_BACKEND=testbed` runs the suites on the test bed.
+pub fn on_testbed() -> bool {
+    std::env::var("BANLIEUE_KUBE_BACKEND").as_deref() == Ok("testbed")
+}
 
 /// The chart directory.
 pub fn chart_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../charts/banlieue-console")
 }
 
-/// An emulator with the chart's CRDs installed, and an admin client.
-pub async fn start() -> (Emulator, Client) {
-    let emu = Emulator::start(EmulatorConfig::default())
-        .await
-        .expect("emulator starts");
-    let client = client_for(&emu, emu.admin_token()).await;
-    install_crds(&client).await;
-    (emu, client)
+/// The API server with the chart's CRDs installed, and an admin client.
+pub async fn start() -> (Server, Client) {
+    let server = if on_testbed() {
+        let bed = Testbed::from_env("BANLIEUE_KUBE_BACKEND=testbed")
+            .expect("BANLIEUE_KUBE_BACKEND=testbed needs BANLIEUE_TESTBED_DIR");
+        let ns = bed.namespace("cluster").await;
+        Server::Testbed(bed, ns)
+    } else {
+        Server::Emulator(
+            Emulator::start(EmulatorConfig::default())
+                .await
+                .expect("emulator starts"),
+        )
+    };
+    let client = admin_client(&server).await;
+    if !server.is_real() {
+        install_crds(&client).await;
+    }
+    (server, client)
+}
+
+/// An admin client working in the test's namespace.
+pub async fn admin_client(server: &Server) -> Client {
+    let config =
+        kube::Config::from_custom_kubeconfig(server.admin_kubeconfig(), &Default::default())
+            .await
+            .expect("config");
+    Client::try_from(config).expect("client")
 }
 
 /// Applies `charts/banlieue-console/crds/*.yaml`.
@@ -56,21 +134,10 @@ pub async fn install_crds(client: &Client) {
     }
 }
 
-/// A kube client that presents `token`.
-pub async fn client_for(emu: &Emulator, token: &str) -> Client {
-    let kubeconfig = Kubeconfig::from_yaml(&emu.kubeconfig_for(token)).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("config");
-    Client::try_from(config).expect("client")
-}
-
 /// The admin client impersonating `user` with `groups` (like the console does).
-pub async fn impersonating(emu: &Emulator, user: &str, groups: &[&str]) -> Client {
-    let kubeconfig =
-        Kubeconfig::from_yaml(&emu.kubeconfig_for(emu.admin_token())).expect("kubeconfig");
+pub async fn impersonating(server: &Server, user: &str, groups: &[&str]) -> Client {
     let mut config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        kube::Config::from_custom_kubeconfig(server.admin_kubeconfig(), &KubeConfigOptions::default())
             .await
             .expect("config");
     config.auth_info.impersonate = Some(user.into());
@@ -87,7 +154,7 @@ pub fn template() -> VirtualMachineTemplate {
 }
 
 pub fn pool(name: &str, warm: u32, max: u32, revision: &str) -> VirtualMachinePool {
-    let mut pool = VirtualMachinePool::new(
+    VirtualMachinePool::new(
         name,
         VirtualMachinePoolSpec {
             warm_replicas: warm,
@@ -97,13 +164,11 @@ pub fn pool(name: &str, warm: u32, max: u32, revision: &str) -> VirtualMachinePo
             provider_ref: "simulated".into(),
             progress_deadline_seconds: None,
         },
-    );
-    pool.metadata.namespace = Some(NS.into());
-    pool
+    )
 }
 
 pub fn claim(name: &str, pool: &str, ttl_seconds: u32, subject: &str) -> VirtualMachineClaim {
-    let mut claim = VirtualMachineClaim::new(
+    VirtualMachineClaim::new(
         name,
         VirtualMachineClaimSpec {
             pool_ref: pool.into(),
@@ -113,19 +178,17 @@ pub fn claim(name: &str, pool: &str, ttl_seconds: u32, subject: &str) -> Virtual
                 id: subject.into(),
             },
         },
-    );
-    claim.metadata.namespace = Some(NS.into());
-    claim
+    )
 }
 
 pub fn pools(client: &Client) -> Api<VirtualMachinePool> {
-    Api::namespaced(client.clone(), NS)
+    Api::default_namespaced(client.clone())
 }
 pub fn vms(client: &Client) -> Api<VirtualMachine> {
-    Api::namespaced(client.clone(), NS)
+    Api::default_namespaced(client.clone())
 }
 pub fn claims(client: &Client) -> Api<VirtualMachineClaim> {
-    Api::namespaced(client.clone(), NS)
+    Api::default_namespaced(client.clone())
 }
 
 pub async fn create_pool(client: &Client, pool: &VirtualMachinePool) -> VirtualMachinePool {
@@ -162,7 +225,6 @@ pub async fn ready_member(
     let vm = VirtualMachine {
         metadata: ObjectMeta {
             name: Some(name.into()),
-            namespace: Some(NS.into()),
             labels: Some([(POOL_LABEL.to_owned(), pool.name_any())].into()),
             owner_references: Some(vec![owner]),
             ..ObjectMeta::default()
@@ -273,9 +335,10 @@ pub fn exposition(metrics: &Metrics) -> String {
 /// Test timings: fast pool resync, provider Ready and destroyed "after 300 ms" — counted
 /// from second-precision Kubernetes timestamps, so anything up to about 1.3 s. The lease
 /// leaves the leader several seconds of slack before a follower may take over.
-pub fn test_config(identity: &str) -> ControllerConfig {
-    let mut config = ControllerConfig::new(NS, identity);
-    config.namespace = Some(NS.into());
+pub fn test_config(client: &Client, identity: &str) -> ControllerConfig {
+    let ns = client.default_namespace();
+    let mut config = ControllerConfig::new(ns, identity);
+    config.namespace = Some(ns.into());
     config.pool_resync = Duration::from_millis(500);
     config.lease_duration_seconds = 6;
     config.lease_grace_seconds = 3;
@@ -308,61 +371,9 @@ pub fn spawn_controllers(client: &Client, config: ControllerConfig) -> Running {
     }
 }
 
-/// Renders a chart template the way `helm template` would for the forms our templates use
-/// (`{{ .Release.Namespace }}` and `{{ .Values.<path> | quote }}`), from `values` (YAML).
-pub fn render(template: &str, namespace: &str, values: &serde_yaml::Value) -> String {
-    let mut out = template.replace("{{ .Release.Namespace }}", namespace);
-    while let Some(start) = out.find("{{ .Values.") {
-        let end = start + out[start..].find("}}").expect("closed action") + 2;
-        let action = &out[start + 3..end - 2];
-        let path = action
-            .trim()
-            .strip_prefix(".Values.")
-            .and_then(|p| p.strip_suffix(" | quote"))
-            .unwrap_or_else(|| panic!("unsupported template action {action:?}"));
-        let mut value = values;
-        for key in path.split('.') {
-            value = &value[key];
-        }
-        let text = value
-            .as_str()
-            .unwrap_or_else(|| panic!("{path} is not a string"));
-        let quoted = serde_json::to_string(text).unwrap();
-        out.replace_range(start..end, &quoted);
-    }
-    assert!(!out.contains("{{"), "unrendered action left:\n{out}");
-    out
-}
-
-/// Renders `templates/<file>` with `values` and applies every document (as admin).
-pub async fn apply_template(client: &Client, file: &str, values: &serde_yaml::Value) {
-    let text = std::fs::read_to_string(chart_dir().join("templates").join(file)).unwrap();
-    let rendered = render(&text, NS, values);
-    for doc in serde_yaml::Deserializer::from_str(&rendered) {
-        let value: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
-        if value.is_null() {
-            continue;
-        }
-        let obj: kube::core::DynamicObject = serde_json::from_value(value).unwrap();
-        let types = obj.types.clone().expect("apiVersion and kind");
-        let gvk = kube::core::GroupVersionKind::try_from(&types).unwrap();
-        let (resource, caps) = kube::discovery::pinned_kind(client, &gvk)
-            .await
-            .unwrap_or_else(|e| panic!("{gvk:?} not served: {e}"));
-        let api: Api<kube::core::DynamicObject> =
-            if caps.scope == kube::discovery::Scope::Namespaced {
-                Api::namespaced_with(client.clone(), NS, &resource)
-            } else {
-                Api::all_with(client.clone(), &resource)
-            };
-        api.create(&PostParams::default(), &obj)
-            .await
-            .unwrap_or_else(|e| panic!("create {} {}: {e}", types.kind, obj.name_any()));
-    }
-}
-
-/// The chart's values.yaml.
-pub fn chart_values() -> serde_yaml::Value {
-    serde_yaml::from_str(&std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap())
-        .unwrap()
+/// Installs the chart as Helm renders it (`cluster::chart`), with `policy`.
+pub async fn install_chart(client: &Client, policy: &cluster::chart::ClaimSubjectPolicy) {
+    cluster::chart::install(client, policy)
+        .await
+        .expect("the chart installs");
 }
