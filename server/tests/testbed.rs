@@ -174,7 +174,11 @@ async fn a_developer_claims_through_the_console_and_releases_member_first() {
         ))
         .await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
-    assert!(page.body.contains("data-phase=\"Bound\""), "{}", page.body);
+    assert!(
+        page.body.contains(">Bound<") && page.body.contains("data-testid=\"countdown\""),
+        "{}",
+        page.body
+    );
     assert!(page.body.contains("ssh sandbox@"), "{}", page.body);
 
     // Release: the member is deleted and gone before the claim is.
@@ -227,9 +231,9 @@ async fn a_viewers_forged_claim_is_refused_with_the_api_servers_reason() {
     assert!(alert.contains("Kubernetes refused"), "{alert}");
     // kube-apiserver's own RBAC denial, word for word.
     let reason = format!(
-        "virtualmachineclaims.banlieue.io is forbidden: User &quot;console:victor&quot; cannot \
-         create resource &quot;virtualmachineclaims&quot; in API group &quot;banlieue.io&quot; \
-         in the namespace &quot;{}&quot;",
+        "virtualmachineclaims.banlieue.io is forbidden: User \"console:victor\" cannot \
+         create resource \"virtualmachineclaims\" in API group \"banlieue.io\" \
+         in the namespace \"{}\"",
         console.namespace.name
     );
     assert!(alert.contains(&reason), "{alert}\n  wanted: {reason}");
