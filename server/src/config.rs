@@ -119,7 +119,8 @@ pub struct Settings {
         hide_env_values = true
     )]
     pub database_url: String,
-    /// The URL people and tokens use to reach the console [default: http://<listen>].
+    /// The URL people and tokens use to reach the console [default: http://<listen>, or
+    /// https://<listen> with --tls-cert-file].
     #[arg(long, global = true, env = "BANLIEUE_EXTERNAL_URL")]
     pub external_url: Option<String>,
     /// Log format on stdout.
@@ -224,6 +225,13 @@ pub struct Settings {
         value_delimiter = ','
     )]
     pub trusted_proxies: Vec<String>,
+    /// Serve HTTPS with this PEM certificate (the server's first, then its intermediates);
+    /// with --tls-key-file. Reloaded when the file changes.
+    #[arg(long, global = true, env = "BANLIEUE_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<std::path::PathBuf>,
+    /// The PEM private key of --tls-cert-file. Reloaded when the file changes.
+    #[arg(long, global = true, env = "BANLIEUE_TLS_KEY_FILE")]
+    pub tls_key_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -262,6 +270,9 @@ pub struct Config {
     pub claim_ttl_choices: Vec<u32>,
     /// Proxies whose `X-Forwarded-For` names the client ([`crate::middleware::client_address`]).
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// HTTPS on the listener with this certificate and key (checked to load at
+    /// validation), else plain HTTP.
+    pub tls: Option<crate::tls::TlsFiles>,
 }
 
 /// Where the console reaches Kubernetes.
@@ -321,6 +332,15 @@ pub enum ConfigError {
         "BANLIEUE_TRUSTED_PROXIES / --trusted-proxies: {value:?} is not an IP address or a CIDR range such as 10.0.0.0/8"
     )]
     TrustedProxies { value: String },
+    #[error(
+        "{given} is set but {missing} is not: give both the certificate and its key to serve HTTPS, or neither to serve HTTP"
+    )]
+    TlsPair {
+        given: &'static str,
+        missing: &'static str,
+    },
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 impl Settings {
@@ -334,10 +354,11 @@ impl Settings {
         {
             return Err(ConfigError::DatabaseUrl);
         }
-        let raw = self
-            .external_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{listen}"));
+        let tls = self.tls()?;
+        let raw = self.external_url.clone().unwrap_or_else(|| {
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            format!("{scheme}://{listen}")
+        });
         let bad = |problem| ConfigError::ExternalUrl {
             value: raw.clone(),
             problem,
@@ -416,11 +437,40 @@ impl Settings {
             https: url.scheme() == "https",
             external_url,
             log_format: self.log_format,
+            tls,
         })
     }
 }
 
 impl Settings {
+    /// Both TLS files or neither; a given pair must load (PEM, the key matching the
+    /// certificate), so that `check-config` and start-up refuse what `serve` could not use.
+    fn tls(&self) -> Result<Option<crate::tls::TlsFiles>, ConfigError> {
+        const CERT: &str = "BANLIEUE_TLS_CERT_FILE / --tls-cert-file";
+        const KEY: &str = "BANLIEUE_TLS_KEY_FILE / --tls-key-file";
+        let files = match (&self.tls_cert_file, &self.tls_key_file) {
+            (None, None) => return Ok(None),
+            (Some(_), None) => {
+                return Err(ConfigError::TlsPair {
+                    given: CERT,
+                    missing: KEY,
+                });
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError::TlsPair {
+                    given: KEY,
+                    missing: CERT,
+                });
+            }
+            (Some(cert_file), Some(key_file)) => crate::tls::TlsFiles {
+                cert_file: cert_file.clone(),
+                key_file: key_file.clone(),
+            },
+        };
+        files.load()?;
+        Ok(Some(files))
+    }
+
     /// Each entry an IP address (a one-address range) or a CIDR range such as
     /// `10.0.0.0/8`; empty entries (an empty variable, a trailing comma) are skipped.
     fn trusted_proxies(&self) -> Result<Vec<ipnet::IpNet>, ConfigError> {
@@ -533,6 +583,8 @@ mod tests {
             dev_cluster_dir: "data/dev-cluster".into(),
             claim_ttl_choices: vec![900, 3600, 14400],
             trusted_proxies: Vec::new(),
+            tls_cert_file: None,
+            tls_key_file: None,
         }
     }
 

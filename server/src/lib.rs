@@ -20,5 +20,6 @@ mod roles;
 pub mod routes;
 mod session;
 pub mod startup;
+pub mod tls;
 
 pub use routes::{AppState, router};

@@ -31,8 +31,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     format!("database reachable, {pending} migrations to apply at start")
                 }
             };
+            let served = match &config.tls {
+                None => "HTTP".to_owned(),
+                Some(tls) => format!("HTTPS with {}", tls.cert_file.display()),
+            };
             println!(
-                "configuration is valid: listening on {}, external URL {}, {database}",
+                "configuration is valid: listening on {} ({served}), external URL {}, {database}",
                 config.listen, config.external_url
             );
             Ok(())

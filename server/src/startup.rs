@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use banlieue_identity::oidc::Issuer;
 use banlieue_identity::{Accounts, IdentityError, PasswordHasher, ThrottlePolicy};
 use banlieue_store::Store;
@@ -67,11 +68,23 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Serves on `listener` until `shutdown` completes: opens the database (creating the
 /// first admin on an empty one), prepares the issuer, and starts the background tasks.
+/// With [`Config::tls`] the listener serves HTTPS only, its certificate reloaded when the
+/// files change ([`crate::tls::TlsListener::with_reloading`]).
 pub async fn serve_on(
     listener: tokio::net::TcpListener,
     mut config: Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let local = listener.local_addr()?;
+    // Before anything else starts: a pair that no longer loads stops the start here.
+    let listener = match config.tls.clone() {
+        None => Listening::Plain(listener),
+        Some(files) => Listening::Tls(crate::tls::TlsListener::with_reloading(
+            listener,
+            files,
+            crate::tls::RELOAD_INTERVAL,
+        )?),
+    };
     let accounts = open_accounts(&config).await?;
     let store = accounts.store().clone();
     if store.user_count().await? == 0 {
@@ -103,7 +116,12 @@ pub async fn serve_on(
         controllers.is_some().then_some(&*cluster_metrics),
     );
     let leptos = leptos_options(&config);
-    tracing::info!(listen = %listener.local_addr()?, external_url = %config.external_url, "serving");
+    tracing::info!(
+        listen = %local,
+        external_url = %config.external_url,
+        https = config.tls.is_some(),
+        "serving"
+    );
     let state = AppState {
         accounts,
         issuer,
@@ -115,25 +133,11 @@ pub async fn serve_on(
     };
     let stopping = state.stopping.clone();
     let app = router(state, sessions);
-    let served = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown({
-        let stopping = stopping.clone();
-        async move {
-            shutdown.await;
-            stopping.cancel();
-        }
-    });
-    // Requests in flight get SHUTDOWN_GRACE to finish; a client that never completes its
-    // request (or keeps a connection idle) does not hold the process up beyond it.
-    tokio::select! {
-        served = std::future::IntoFuture::into_future(served) => served?,
-        () = async {
-            stopping.cancelled().await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        } => tracing::warn!(grace = ?SHUTDOWN_GRACE, "connections still open at shutdown; closing them"),
+    match listener {
+        Listening::Plain(tcp) => serve_until(tcp, app, shutdown, stopping).await?,
+        // A no-op tap: axum gives `ConnectInfo<SocketAddr>` (the peer address the
+        // client-address layer reads) for tapped listeners of any kind.
+        Listening::Tls(tls) => serve_until(tls.tap_io(|_| {}), app, shutdown, stopping).await?,
     }
     let _ = stop_controllers.send(true);
     if let Some(controllers) = controllers {
@@ -145,6 +149,46 @@ pub async fn serve_on(
     }
     store.close().await;
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// What `serve_on` accepts connections from.
+enum Listening {
+    Plain(tokio::net::TcpListener),
+    Tls(crate::tls::TlsListener),
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, then gives requests in flight
+/// [`SHUTDOWN_GRACE`] to finish: a client that never completes its request (or keeps a
+/// connection idle) does not hold the process up beyond it.
+async fn serve_until<L>(
+    listener: L,
+    app: axum::Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    stopping: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()>
+where
+    L: axum::serve::Listener<Addr = SocketAddr>,
+    for<'a> SocketAddr: axum::extract::connect_info::Connected<axum::serve::IncomingStream<'a, L>>,
+{
+    let served = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown({
+        let stopping = stopping.clone();
+        async move {
+            shutdown.await;
+            stopping.cancel();
+        }
+    });
+    tokio::select! {
+        served = std::future::IntoFuture::into_future(served) => served?,
+        () = async {
+            stopping.cancelled().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => tracing::warn!(grace = ?SHUTDOWN_GRACE, "connections still open at shutdown; closing them"),
+    }
     Ok(())
 }
 
