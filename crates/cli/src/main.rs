@@ -61,8 +61,10 @@ struct Common {
     /// Audience of the ID token.
     #[arg(long, value_name = "AUD", default_value = "kubernetes")]
     audience: String,
-    /// Extra trusted CA certificate(s), PEM, for an issuer with a private CA.
-    #[arg(long, value_name = "PEM")]
+    /// Extra trusted CA certificate(s), PEM, for an issuer with a private CA. kubectl
+    /// passes its environment to the exec plugin, so `BANLIEUE_CA_FILE` serves a
+    /// downloaded kubeconfig unchanged.
+    #[arg(long, value_name = "PEM", env = "BANLIEUE_CA_FILE")]
     ca_file: Option<PathBuf>,
     /// Do not open a browser; only print the sign-in URL on stderr.
     #[arg(long)]

@@ -25,9 +25,25 @@ pub async fn console(
 ) -> Arc<Accounts> {
     let ca = dir.join("cluster-ca.pem");
     std::fs::write(&ca, cluster.ca_pem().unwrap()).unwrap();
+    console_for(dir, &cluster.base_url(), &ca, listener, issuer, &[])
+        .await
+        .0
+}
+
+/// Starts the console on `listener` (its issuer URL being `issuer`) with alice (role
+/// `developer`), its kubeconfigs pointing at the API server `server` with the CA in
+/// `server_ca`, and `extra` command-line arguments (e.g. its TLS pair). Returns its
+/// accounts and its configuration.
+pub async fn console_for(
+    dir: &Path,
+    server: &str,
+    server_ca: &Path,
+    listener: tokio::net::TcpListener,
+    issuer: &str,
+    extra: &[&str],
+) -> (Arc<Accounts>, server::config::Config) {
     let database = format!("sqlite://{}/console.db", dir.display());
-    let server_url = cluster.base_url();
-    let args = [
+    let mut args = vec![
         "banlieue-console",
         "--listen",
         "127.0.0.1:0",
@@ -36,10 +52,11 @@ pub async fn console(
         "--external-url",
         issuer,
         "--cluster-server",
-        &server_url,
+        server,
         "--cluster-ca-file",
-        ca.to_str().unwrap(),
+        server_ca.to_str().unwrap(),
     ];
+    args.extend_from_slice(extra);
     let config = server::config::Cli::try_parse_from(args)
         .unwrap()
         .settings
@@ -65,10 +82,10 @@ pub async fn console(
         .unwrap();
     tokio::spawn(server::startup::serve_on(
         listener,
-        config,
+        config.clone(),
         std::future::pending(),
     ));
-    accounts
+    (accounts, config)
 }
 
 /// The Kubernetes emulator trusting the console at `issuer` as the API server would be
@@ -91,10 +108,21 @@ pub async fn cluster_trusting(issuer: &str) -> Emulator {
 /// What a person does in the browser: opens the authorization URL and signs in on the
 /// card. Returns where the browser is sent next (the client's redirect URI with the code).
 pub async fn sign_in_as_alice(authorize_url: &str, issuer: &str) -> String {
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    sign_in_as_alice_trusting(authorize_url, issuer, None).await
+}
+
+/// [`sign_in_as_alice`] with a browser that trusts the CA in `ca_file` too.
+pub async fn sign_in_as_alice_trusting(
+    authorize_url: &str,
+    issuer: &str,
+    ca_file: Option<&Path>,
+) -> String {
+    let mut http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+    if let Some(ca) = ca_file {
+        let pem = std::fs::read(ca).unwrap();
+        http = http.add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap());
+    }
+    let http = http.build().unwrap();
     let page = http.get(authorize_url).send().await.unwrap();
     assert_eq!(page.status(), 200, "the sign-in card");
     let mut fields: Vec<(String, String)> = url::Url::parse(authorize_url)
