@@ -132,7 +132,10 @@ where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     let mut events = api
-        .watch(&WatchParams::default().fields(&format!("metadata.name={name}")), "0")
+        .watch(
+            &WatchParams::default().fields(&format!("metadata.name={name}")),
+            "0",
+        )
         .await
         .unwrap()
         .boxed();
@@ -164,7 +167,10 @@ async fn a_developer_claims_through_the_console_and_releases_member_first() {
     let bound = console.phase(&name, "Bound").await;
     let status = bound.status.clone().unwrap();
     let member = status.virtual_machine_ref.clone().expect("a member");
-    assert!(!status.addresses.is_empty(), "addresses mirrored: {status:?}");
+    assert!(
+        !status.addresses.is_empty(),
+        "addresses mirrored: {status:?}"
+    );
     assert_eq!(bound.spec.subject.id, "alice");
 
     let page = app
@@ -205,7 +211,9 @@ async fn a_developer_claims_through_the_console_and_releases_member_first() {
     let events = app.store().recent_audit(50).await.unwrap();
     for action in ["claim.create", "claim.release"] {
         assert!(
-            events.iter().any(|e| e.action == action && e.actor == "alice"),
+            events
+                .iter()
+                .any(|e| e.action == action && e.actor == "alice"),
             "{action} audited: {events:?}"
         );
     }
@@ -222,7 +230,9 @@ async fn a_viewers_forged_claim_is_refused_with_the_api_servers_reason() {
     let cookie = app.sign_in("victor", PASSWORD).await;
     let dashboard = app.send(get("/", Some(&cookie))).await;
     assert!(
-        dashboard.body.contains(&format!("data-pool=\"{}\"", console.pool)),
+        dashboard
+            .body
+            .contains(&format!("data-pool=\"{}\"", console.pool)),
         "a viewer sees the pool"
     );
     let forged = console.claim(&cookie).await;

@@ -226,10 +226,8 @@ async fn the_claim_subject_policy() {
 
     // Without the params ConfigMap the binding denies (parameterNotFoundAction: Deny). On
     // the shared test bed it is put back afterwards.
-    let params = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
-        admin.clone(),
-        RELEASE_NAMESPACE,
-    );
+    let params =
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(admin.clone(), RELEASE_NAMESPACE);
     let mut saved = params.get(POLICY_PARAMS).await.unwrap();
     params
         .delete(POLICY_PARAMS, &Default::default())

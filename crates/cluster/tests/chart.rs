@@ -103,7 +103,11 @@ async fn helm_lints_the_chart_and_the_api_server_holds_every_manifest_it_install
             .resolve_gvk(&gvk)
             .unwrap_or_else(|| panic!("the API server does not serve {gvk:?}"));
         let api: Api<DynamicObject> = if caps.scope == Scope::Namespaced {
-            let ns = object.metadata.namespace.as_deref().unwrap_or(RELEASE_NAMESPACE);
+            let ns = object
+                .metadata
+                .namespace
+                .as_deref()
+                .unwrap_or(RELEASE_NAMESPACE);
             Api::namespaced_with(client.clone(), ns, &resource)
         } else {
             Api::all_with(client.clone(), &resource)
@@ -121,11 +125,18 @@ async fn helm_lints_the_chart_and_the_api_server_holds_every_manifest_it_install
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
     ] {
-        assert!(kinds.iter().any(|k| k == kind), "no {kind} installed: {kinds:?}");
+        assert!(
+            kinds.iter().any(|k| k == kind),
+            "no {kind} installed: {kinds:?}"
+        );
     }
 
     // Helm installed the CRDs (crds/) too, and the API server serves them.
-    for plural in ["virtualmachinepools", "virtualmachines", "virtualmachineclaims"] {
+    for plural in [
+        "virtualmachinepools",
+        "virtualmachines",
+        "virtualmachineclaims",
+    ] {
         assert!(
             discovery
                 .groups()

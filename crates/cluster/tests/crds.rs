@@ -42,7 +42,8 @@ async fn schemas_refuse_bad_claims() {
         &GroupVersionKind::gvk("banlieue.io", "v1alpha1", "VirtualMachineClaim"),
         "virtualmachineclaims",
     );
-    let raw: Api<DynamicObject> = Api::namespaced_with(client.clone(), client.default_namespace(), &ar);
+    let raw: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), client.default_namespace(), &ar);
     let bad = [
         ("no subject", json!({"poolRef": "p", "ttlSeconds": 60})),
         (
@@ -82,7 +83,8 @@ async fn schemas_refuse_bad_pools() {
         &GroupVersionKind::gvk("banlieue.io", "v1alpha1", "VirtualMachinePool"),
         "virtualmachinepools",
     );
-    let raw: Api<DynamicObject> = Api::namespaced_with(client.clone(), client.default_namespace(), &ar);
+    let raw: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), client.default_namespace(), &ar);
     let spec = |memory: &str, provider: &str| {
         json!({
             "warmReplicas": 1, "maxReplicas": 2, "imageRevision": "r1",

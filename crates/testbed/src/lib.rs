@@ -177,13 +177,10 @@ impl Testbed {
 
     /// Runs the test bed's helm with `args`; its stdout, or a panic with its stderr.
     pub async fn helm_ok(&self, args: &[&str]) -> String {
-        let out = tokio::time::timeout(
-            Duration::from_secs(120),
-            self.helm().args(args).output(),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("helm {args:?} timed out"))
-        .expect("helm runs");
+        let out = tokio::time::timeout(Duration::from_secs(120), self.helm().args(args).output())
+            .await
+            .unwrap_or_else(|_| panic!("helm {args:?} timed out"))
+            .expect("helm runs");
         assert!(
             out.status.success(),
             "helm {args:?} failed: {}",

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use banlieue_testbed::{TestNamespace, Testbed};
 use cluster::crd::{
     ClaimSubject, POOL_LABEL, VirtualMachine, VirtualMachineClaim, VirtualMachineClaimSpec,
     VirtualMachinePool, VirtualMachinePoolSpec, VirtualMachineSpec, VirtualMachineTemplate,
@@ -24,7 +25,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Resource, ResourceExt};
-use banlieue_testbed::{TestNamespace, Testbed};
 use kube_emulator::{Emulator, EmulatorConfig};
 use serde_json::json;
 
@@ -136,10 +136,12 @@ pub async fn install_crds(client: &Client) {
 
 /// The admin client impersonating `user` with `groups` (like the console does).
 pub async fn impersonating(server: &Server, user: &str, groups: &[&str]) -> Client {
-    let mut config =
-        kube::Config::from_custom_kubeconfig(server.admin_kubeconfig(), &KubeConfigOptions::default())
-            .await
-            .expect("config");
+    let mut config = kube::Config::from_custom_kubeconfig(
+        server.admin_kubeconfig(),
+        &KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
     config.auth_info.impersonate = Some(user.into());
     config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
     Client::try_from(config).expect("client")
