@@ -53,8 +53,13 @@ fn claim_from(name: &str, issuer: &str, id: &str) -> cluster::crd::VirtualMachin
     c
 }
 
-/// Expects a 403 from the policy carrying `message`.
+/// Expects a 403 from the subject policy carrying `message`.
 fn refused<T: std::fmt::Debug>(result: Result<T, kube::Error>, message: &str) {
+    refused_by("banlieue-claim-subject", result, message)
+}
+
+/// Expects a 403 from the ValidatingAdmissionPolicy `policy` carrying `message`.
+fn refused_by<T: std::fmt::Debug>(policy: &str, result: Result<T, kube::Error>, message: &str) {
     match result {
         Err(kube::Error::Api(s)) => {
             assert_eq!(
@@ -63,14 +68,10 @@ fn refused<T: std::fmt::Debug>(result: Result<T, kube::Error>, message: &str) {
                 "{}",
                 s.message
             );
-            assert!(
-                s.message.contains(
-                    "ValidatingAdmissionPolicy 'banlieue-claim-subject' with binding \
-                     'banlieue-claim-subject' denied request"
-                ),
-                "{}",
-                s.message
+            let denied = format!(
+                "ValidatingAdmissionPolicy '{policy}' with binding '{policy}' denied request"
             );
+            assert!(s.message.contains(&denied), "{}", s.message);
             assert!(
                 s.message.contains(message),
                 "{}\n  wanted: {message}",
@@ -79,6 +80,67 @@ fn refused<T: std::fmt::Debug>(result: Result<T, kube::Error>, message: &str) {
         }
         other => panic!("expected the policy to refuse, got {other:?}"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_claim_release_policy() {
+    let (emu, admin) = start().await;
+    if !emu.is_real() {
+        install_chart(&admin, &policy()).await;
+    }
+    developer_role(&admin).await;
+    let as_user = |user: &'static str, group: &'static str| {
+        let emu = &emu;
+        async move { claims(&impersonating(emu, user, &[group, "system:authenticated"]).await) }
+    };
+    let alice = as_user("console:alice", "console:developer").await;
+    let bob = as_user("console:bob", "console:developer").await;
+    let oscar = as_user("console:oscar", "console:operator").await;
+    let broker = as_user("console:broker", "console:developer").await;
+    let pp = PostParams::default();
+    for name in ["a1", "a2", "a3", "a4"] {
+        alice
+            .create(&pp, &claim_from(name, ISSUER, "alice"))
+            .await
+            .expect("alice claims");
+    }
+    let dp = kube::api::DeleteParams::default();
+    // Another developer may not release alice's claim, whatever RBAC allows.
+    refused_by(
+        "banlieue-claim-release",
+        bob.delete("a1", &dp).await,
+        "only alice, an operator or an admin may release the claim a1; you are signed in as \
+         console:bob",
+    );
+    // Its subject, an operator, a broker and a system identity may.
+    alice.delete("a1", &dp).await.expect("the subject releases");
+    // Operators may delete claims by the chart's RBAC; the policy lets them too.
+    let operator_rbac = cluster::chart::parse_documents(
+        "apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: admission-test-operator}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admission-test-developer}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: 'console:operator'}
+",
+    )
+    .unwrap();
+    cluster::chart::apply(&admin, &operator_rbac).await.unwrap();
+    oscar.delete("a2", &dp).await.expect("an operator releases");
+    broker.delete("a3", &dp).await.expect("a broker releases");
+    let controllers = claims(
+        &impersonating(
+            &emu,
+            &format!("system:serviceaccount:{RELEASE_NAMESPACE}:banlieue-console"),
+            &["system:serviceaccounts", "system:authenticated"],
+        )
+        .await,
+    );
+    controllers
+        .delete("a4", &dp)
+        .await
+        .expect("the controllers' ServiceAccount releases an expired claim");
+    emu.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
