@@ -4,13 +4,12 @@
 //! emulator, which verifies the token with our issuer's JWKS and maps it to
 //! `console:alice` (`kubectl auth whoami`).
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 mod common;
 
-use common::{cluster_trusting, console, sign_in_as_alice};
+use common::{cluster_trusting, console, log_in_as_alice};
 
 const BIN: &str = env!("CARGO_BIN_EXE_banlieue");
 
@@ -43,41 +42,12 @@ async fn kubectl_runs_the_plugin_and_the_cluster_sees_alice() {
     let text = std::fs::read_to_string(&kubeconfig).unwrap();
     assert!(!text.contains("token:"), "no secret in the kubeconfig");
 
-    let mut login = cli(&["auth", "login", "--issuer", &issuer])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = BufReader::new(login.stderr.take().unwrap());
-    let (url_tx, url_rx) = tokio::sync::oneshot::channel();
-    let diagnostics = tokio::task::spawn_blocking(move || {
-        let mut url_tx = Some(url_tx);
-        let mut lines = Vec::new();
-        for line in stderr.lines().map_while(Result::ok) {
-            if let Some(url) = line.strip_prefix("banlieue: sign in at: ")
-                && let Some(tx) = url_tx.take()
-            {
-                let _ = tx.send(url.to_owned());
-            }
-            lines.push(line);
-        }
-        lines.join("\n")
-    });
-    let url = url_rx.await.expect("login prints the sign-in URL");
-    let callback = sign_in_as_alice(&url, &issuer).await;
+    let (callback, page) =
+        log_in_as_alice(cli(&["auth", "login", "--issuer", &issuer]), &issuer, None).await;
     // The callback carries `iss` (RFC 9207, advertised by discovery, so required by the CLI),
     // and the page is answered once the code has been redeemed: it can say "Signed in".
     assert!(callback.contains("iss="), "{callback}");
-    let done = reqwest::get(&callback).await.unwrap();
-    assert!(done.status().is_success(), "the CLI's callback page");
-    let page = done.text().await.unwrap();
     assert!(page.starts_with("Signed in"), "{page}");
-    let status = tokio::task::spawn_blocking(move || login.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    let diagnostics = diagnostics.await.unwrap();
-    assert!(status.success(), "{diagnostics}");
 
     let bin_dir = Path::new(BIN).parent().unwrap();
     let path = format!(

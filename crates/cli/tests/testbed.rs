@@ -6,7 +6,6 @@
 //! picked up by the API server without a restart, and a disabled user's next refresh
 //! fails. Skipped (with a message) without `BANLIEUE_TESTBED_DIR`.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -16,7 +15,7 @@ use base64::Engine;
 
 mod common;
 
-use common::{console_for, sign_in_as_alice_trusting};
+use common::{console_for, log_in_as_alice};
 
 const BIN: &str = env!("CARGO_BIN_EXE_banlieue");
 
@@ -67,37 +66,8 @@ impl Person {
 
     /// `banlieue auth login`, signing in as alice on the authorization page.
     async fn login(&self) {
-        let mut login = self
-            .cli(&["auth", "login", "--issuer", &self.issuer])
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stderr = BufReader::new(login.stderr.take().unwrap());
-        let (url_tx, url_rx) = tokio::sync::oneshot::channel();
-        let diagnostics = tokio::task::spawn_blocking(move || {
-            let mut url_tx = Some(url_tx);
-            let mut lines = Vec::new();
-            for line in stderr.lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("banlieue: sign in at: ")
-                    && let Some(tx) = url_tx.take()
-                {
-                    let _ = tx.send(url.to_owned());
-                }
-                lines.push(line);
-            }
-            lines.join("\n")
-        });
-        let url = url_rx.await.expect("login prints the sign-in URL");
-        let callback = sign_in_as_alice_trusting(&url, &self.issuer, Some(&self.ca_file)).await;
-        let done = reqwest::get(&callback).await.unwrap();
-        assert!(done.status().is_success(), "the CLI's callback page");
-        let status = tokio::task::spawn_blocking(move || login.wait())
-            .await
-            .unwrap()
-            .unwrap();
-        let diagnostics = diagnostics.await.unwrap();
-        assert!(status.success(), "{diagnostics}");
+        let login = self.cli(&["auth", "login", "--issuer", &self.issuer]);
+        log_in_as_alice(login, &self.issuer, Some(&self.ca_file)).await;
     }
 
     /// Marks the cached ID token as expired, as if its five minutes had passed: the next

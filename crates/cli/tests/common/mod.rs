@@ -148,3 +148,47 @@ pub async fn sign_in_as_alice_trusting(
     assert!(callback.starts_with("http://127.0.0.1:"), "{callback}");
     callback
 }
+
+/// What a person does with `banlieue auth login` (`login`, not yet started): waits for the
+/// sign-in URL on its stderr, signs alice in on the authorization page (trusting
+/// `ca_file` too), follows the redirect to the CLI's loopback callback, and waits for the
+/// CLI to exit successfully. Returns the callback URL and the page the CLI answered.
+pub async fn log_in_as_alice(
+    mut login: std::process::Command,
+    issuer: &str,
+    ca_file: Option<&Path>,
+) -> (String, String) {
+    use std::io::{BufRead, BufReader};
+    let mut login = login
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(login.stderr.take().unwrap());
+    let (url_tx, url_rx) = tokio::sync::oneshot::channel();
+    let diagnostics = tokio::task::spawn_blocking(move || {
+        let mut url_tx = Some(url_tx);
+        let mut lines = Vec::new();
+        for line in stderr.lines().map_while(Result::ok) {
+            if let Some(url) = line.strip_prefix("banlieue: sign in at: ")
+                && let Some(tx) = url_tx.take()
+            {
+                let _ = tx.send(url.to_owned());
+            }
+            lines.push(line);
+        }
+        lines.join("\n")
+    });
+    let url = url_rx.await.expect("login prints the sign-in URL");
+    let callback = sign_in_as_alice_trusting(&url, issuer, ca_file).await;
+    let done = reqwest::get(&callback).await.unwrap();
+    assert!(done.status().is_success(), "the CLI's callback page");
+    let page = done.text().await.unwrap();
+    let status = tokio::task::spawn_blocking(move || login.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    let diagnostics = diagnostics.await.unwrap();
+    assert!(status.success(), "{diagnostics}");
+    (callback, page)
+}
