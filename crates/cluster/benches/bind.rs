@@ -48,7 +48,7 @@ async fn run() {
     for i in 0..CLAIMS {
         ready_member(&client, &p, &format!("m-{i:03}"), "r1", 60 + i as i64).await;
     }
-    let mut config = test_config("bench");
+    let mut config = test_config(&client, "bench");
     config.simulated_provider = None;
     config.pool_resync = Duration::from_secs(10);
     let running = spawn_controllers(&client, config);
