@@ -1,11 +1,18 @@
 //! Conformance: the real `kubectl` (v1.32, `/usr/bin/kubectl` or `$KUBECTL`) against the
 //! emulator over loopback TLS. Each test starts its own emulator and stops by itself.
+//!
+//! With `BANLIEUE_KUBE_BACKEND=testbed` and `BANLIEUE_TESTBED_DIR` the same tests run on
+//! the real kube-apiserver of the test bed, each in a namespace of its own, with its CRDs
+//! in an API group of its own (see `common`).
+
+mod common;
 
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use kube_emulator::{Emulator, EmulatorConfig};
+use common::Server;
+use kube_emulator::EmulatorConfig;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
@@ -14,9 +21,12 @@ const CLAIM: &str = include_str!("fixtures/claim.yaml");
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 struct Kubectl {
-    emu: Emulator,
+    server: Server,
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
+    /// The fixture's claims with their API group (`vmc.banlieue.io` on the emulator): the
+    /// bare short name is ambiguous on the test bed, where every test has its own CRD.
+    vmc: String,
 }
 
 struct Out {
@@ -36,17 +46,30 @@ impl Kubectl {
             std::path::Path::new(&bin).exists(),
             "these conformance tests need the real kubectl at {bin} (set KUBECTL to another path)"
         );
-        let emu = Emulator::start(EmulatorConfig::default())
-            .await
-            .expect("emulator starts");
+        let server = Server::start("kubectl", EmulatorConfig::default()).await;
         let dir = tempfile::tempdir().expect("tempdir");
         let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, emu.kubeconfig_yaml()).expect("kubeconfig written");
-        Self {
-            emu,
+        std::fs::write(&kubeconfig, server.admin_kubeconfig_yaml()).expect("kubeconfig written");
+        let vmc = format!("vmc.{}", server.group("banlieue.io"));
+        let k = Self {
+            server,
             dir,
             kubeconfig,
-        }
+            vmc,
+        };
+        let namespace = format!("--namespace={}", k.server.namespace());
+        k.ok(&["config", "set-context", "--current", &namespace])
+            .await;
+        k
+    }
+
+    /// `text` for this test's server (`Server::localize`).
+    fn localize(&self, text: &str) -> String {
+        self.server.localize(text)
+    }
+
+    async fn shutdown(self) {
+        self.server.shutdown().await;
     }
 
     fn command(&self, args: &[&str]) -> Command {
@@ -94,15 +117,32 @@ impl Kubectl {
         out.stderr
     }
 
+    /// Writes `content`, localized, to a file in the test's directory.
     fn file(&self, name: &str, content: &str) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, self.localize(content)).expect("write manifest");
+        p.to_string_lossy().into_owned()
+    }
+
+    /// Writes `content` as it is (a document read from the server) to a file.
+    fn raw_file(&self, name: &str, content: &str) -> String {
         let p = self.dir.path().join(name);
         std::fs::write(&p, content).expect("write manifest");
         p.to_string_lossy().into_owned()
     }
 
-    async fn with_crd_and_claim(&self) {
-        let crd = self.file("crd.yaml", CRD);
+    /// Applies a CRD manifest and waits until it is served.
+    async fn apply_crd(&self, file: &str, manifest: &str, name: &str) {
+        let crd = self.file(file, manifest);
         self.ok(&["apply", "-f", &crd]).await;
+        let crd = format!("crd/{}", self.localize(name));
+        self.ok(&["wait", "--for=condition=Established", "--timeout=60s", &crd])
+            .await;
+    }
+
+    async fn with_crd_and_claim(&self) {
+        self.apply_crd("crd.yaml", CRD, "virtualmachineclaims.banlieue.io")
+            .await;
         let claim = self.file("claim.yaml", CLAIM);
         self.ok(&["apply", "-f", &claim]).await;
     }
@@ -126,14 +166,15 @@ async fn discovery_lists_builtins_and_crds() {
         );
     }
     k.with_crd_and_claim().await;
-    let out = k.ok(&["api-resources", "--api-group=banlieue.io"]).await;
+    let group = format!("--api-group={}", k.server.group("banlieue.io"));
+    let out = k.ok(&["api-resources", &group]).await;
     assert!(
         out.contains("virtualmachineclaims") && out.contains("vmc"),
         "{out}"
     );
     let version = k.ok(&["version", "-o", "json"]).await;
     assert!(version.contains("serverVersion"), "{version}");
-    k.emu.shutdown().await;
+    k.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,7 +182,13 @@ async fn apply_crd_and_cr_then_get_yaml_and_printer_columns() {
     let k = Kubectl::start().await;
     k.with_crd_and_claim().await;
     let yaml = k
-        .ok(&["get", "virtualmachineclaims", "claim-a", "-o", "yaml"])
+        .ok(&[
+            "get",
+            &k.localize("virtualmachineclaims.banlieue.io"),
+            "claim-a",
+            "-o",
+            "yaml",
+        ])
         .await;
     for want in [
         "poolRef: pool-1",
@@ -153,7 +200,7 @@ async fn apply_crd_and_cr_then_get_yaml_and_printer_columns() {
     ] {
         assert!(yaml.contains(want), "{want} missing:\n{yaml}");
     }
-    let table = k.ok(&["get", "vmc"]).await;
+    let table = k.ok(&["get", &k.vmc]).await;
     let header = table.lines().next().unwrap_or_default();
     assert!(
         header.contains("NAME")
@@ -173,7 +220,7 @@ async fn apply_crd_and_cr_then_get_yaml_and_printer_columns() {
     // The status subresource is separate from the main resource.
     k.ok(&[
         "patch",
-        "vmc",
+        &k.vmc,
         "claim-a",
         "--subresource=status",
         "--type=merge",
@@ -181,19 +228,19 @@ async fn apply_crd_and_cr_then_get_yaml_and_printer_columns() {
         r#"{"status":{"phase":"Bound"}}"#,
     ])
     .await;
-    let table = k.ok(&["get", "vmc", "claim-a"]).await;
+    let table = k.ok(&["get", &k.vmc, "claim-a"]).await;
     assert!(table.contains("Bound"), "{table}");
     let generation = k
         .ok(&[
             "get",
-            "vmc",
+            &k.vmc,
             "claim-a",
             "-o",
             "jsonpath={.metadata.generation}",
         ])
         .await;
     assert_eq!(generation, "1", "a status change must not bump generation");
-    k.emu.shutdown().await;
+    k.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,7 +248,7 @@ async fn get_watch_sees_a_change() {
     let k = Kubectl::start().await;
     k.with_crd_and_claim().await;
     let mut child = k
-        .command(&["get", "vmc", "-w", "--request-timeout=0"])
+        .command(&["get", &k.vmc, "-w", "--request-timeout=0"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("watch starts");
@@ -218,7 +265,7 @@ async fn get_watch_sees_a_change() {
     assert!(initial.is_some_and(|l| l.contains("claim-a")));
     k.ok(&[
         "patch",
-        "vmc",
+        &k.vmc,
         "claim-a",
         "--subresource=status",
         "--type=merge",
@@ -238,7 +285,7 @@ async fn get_watch_sees_a_change() {
     .unwrap_or(false);
     let _ = child.kill().await;
     assert!(seen, "kubectl get -w did not print the change");
-    k.emu.shutdown().await;
+    k.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,7 +294,7 @@ async fn patch_merge_and_json() {
     k.with_crd_and_claim().await;
     k.ok(&[
         "patch",
-        "vmc",
+        &k.vmc,
         "claim-a",
         "--type=merge",
         "-p",
@@ -256,7 +303,7 @@ async fn patch_merge_and_json() {
     .await;
     k.ok(&[
         "patch",
-        "vmc",
+        &k.vmc,
         "claim-a",
         "--type=json",
         "-p",
@@ -266,7 +313,7 @@ async fn patch_merge_and_json() {
     let spec = k
         .ok(&[
             "get",
-            "vmc",
+            &k.vmc,
             "claim-a",
             "-o",
             "jsonpath={.spec.poolRef} {.spec.ttlSeconds} {.metadata.generation}",
@@ -276,7 +323,7 @@ async fn patch_merge_and_json() {
     let err = k
         .fail(&[
             "patch",
-            "vmc",
+            &k.vmc,
             "claim-a",
             "--type=json",
             "-p",
@@ -299,7 +346,7 @@ async fn patch_merge_and_json() {
         .ok(&["get", "cm", "settings", "-o", "jsonpath={.data.a}{.data.b}"])
         .await;
     assert_eq!(data, "12");
-    k.emu.shutdown().await;
+    k.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -308,7 +355,7 @@ async fn delete_waits_for_finalizer() {
     k.with_crd_and_claim().await;
     k.ok(&[
         "patch",
-        "vmc",
+        &k.vmc,
         "claim-a",
         "--type=merge",
         "-p",
@@ -316,7 +363,7 @@ async fn delete_waits_for_finalizer() {
     ])
     .await;
     let mut deleting = k
-        .command(&["delete", "vmc", "claim-a", "--timeout=50s"])
+        .command(&["delete", &k.vmc, "claim-a", "--timeout=50s"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -327,7 +374,7 @@ async fn delete_waits_for_finalizer() {
         let ts = k
             .ok(&[
                 "get",
-                "vmc",
+                &k.vmc,
                 "claim-a",
                 "-o",
                 "jsonpath={.metadata.deletionTimestamp}",
@@ -349,7 +396,7 @@ async fn delete_waits_for_finalizer() {
     );
     k.ok(&[
         "patch",
-        "vmc",
+        &k.vmc,
         "claim-a",
         "--type=json",
         "-p",
@@ -361,31 +408,33 @@ async fn delete_waits_for_finalizer() {
         .expect("delete finishes")
         .expect("wait");
     assert!(status.success());
-    let err = k.fail(&["get", "vmc", "claim-a"]).await;
+    let err = k.fail(&["get", &k.vmc, "claim-a"]).await;
     assert!(
         err.contains("NotFound") || err.contains("not found"),
         "{err}"
     );
-    k.emu.shutdown().await;
+    k.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auth_can_i_with_impersonation_and_forbidden_reason() {
     let k = Kubectl::start().await;
     k.with_crd_and_claim().await;
+    let claims = k.localize("virtualmachineclaims.banlieue.io");
+    let role = k.server.cluster_name("claim-viewer");
     k.ok(&[
         "create",
         "clusterrole",
-        "claim-viewer",
+        &role,
         "--verb=get,list,watch",
-        "--resource=virtualmachineclaims.banlieue.io",
+        &format!("--resource={claims}"),
     ])
     .await;
     k.ok(&[
         "create",
         "clusterrolebinding",
-        "viewers",
-        "--clusterrole=claim-viewer",
+        &k.server.cluster_name("viewers"),
+        &format!("--clusterrole={role}"),
         "--group=console:viewer",
     ])
     .await;
@@ -411,7 +460,7 @@ async fn auth_can_i_with_impersonation_and_forbidden_reason() {
             "auth",
             "can-i",
             "list",
-            "virtualmachineclaims.banlieue.io",
+            &claims,
             "--as=alice",
             "--as-group=console:viewer",
         ])
@@ -422,7 +471,7 @@ async fn auth_can_i_with_impersonation_and_forbidden_reason() {
             "auth",
             "can-i",
             "delete",
-            "virtualmachineclaims.banlieue.io",
+            &claims,
             "--as=alice",
             "--as-group=console:viewer",
         ])
@@ -437,11 +486,12 @@ async fn auth_can_i_with_impersonation_and_forbidden_reason() {
         .run(&["auth", "can-i", "get", "configmap/other", "--as=bob"])
         .await;
     assert_eq!(other.stdout.trim(), "no");
-    let err = k.fail(&["get", "vmc", "--as=bob"]).await;
-    assert!(
-        err.contains(r#"virtualmachineclaims.banlieue.io is forbidden: User "bob" cannot list resource "virtualmachineclaims" in API group "banlieue.io" in the namespace "default""#),
-        "{err}"
+    let err = k.fail(&["get", &k.vmc, "--as=bob"]).await;
+    let want = format!(
+        r#"virtualmachineclaims.banlieue.io is forbidden: User "bob" cannot list resource "virtualmachineclaims" in API group "banlieue.io" in the namespace "{}""#,
+        k.server.namespace()
     );
+    assert!(err.contains(&k.localize(&want)), "{err}");
     let who = k
         .ok(&["auth", "whoami", "--as=alice", "--as-group=console:viewer"])
         .await;
@@ -449,42 +499,45 @@ async fn auth_can_i_with_impersonation_and_forbidden_reason() {
         who.contains("alice") && who.contains("console:viewer"),
         "{who}"
     );
-    k.emu.shutdown().await;
+    k.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_replace_gets_409() {
     let k = Kubectl::start().await;
     k.with_crd_and_claim().await;
-    let stale = k.ok(&["get", "vmc", "claim-a", "-o", "yaml"]).await;
-    let stale_path = k.file("stale.yaml", &stale);
-    k.ok(&["label", "vmc", "claim-a", "changed=yes"]).await;
+    let stale = k.ok(&["get", &k.vmc, "claim-a", "-o", "yaml"]).await;
+    let stale_path = k.raw_file("stale.yaml", &stale);
+    k.ok(&["label", &k.vmc, "claim-a", "changed=yes"]).await;
     let err = k.fail(&["replace", "-f", &stale_path]).await;
     assert!(
         err.contains("Conflict") && err.contains("the object has been modified"),
         "{err}"
     );
-    k.emu.shutdown().await;
+    k.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replace_of_a_custom_resource_needs_a_resource_version() {
     let k = Kubectl::start().await;
     k.with_crd_and_claim().await;
-    let current = k.ok(&["get", "vmc", "claim-a", "-o", "json"]).await;
+    let current = k.ok(&["get", &k.vmc, "claim-a", "-o", "json"]).await;
     let mut doc: serde_json::Value = serde_json::from_str(&current).unwrap();
     doc["metadata"]
         .as_object_mut()
         .unwrap()
         .remove("resourceVersion");
-    let path = k.file("no-rv.json", &doc.to_string());
+    let path = k.raw_file("no-rv.json", &doc.to_string());
     // Plain `kubectl replace` fills in the current resourceVersion itself; `--raw` sends
     // the document as it is, like any other API client.
     let err = k
         .fail(&[
             "replace",
             "--raw",
-            "/apis/banlieue.io/v1alpha1/namespaces/default/virtualmachineclaims/claim-a",
+            &k.localize(&format!(
+                "/apis/banlieue.io/v1alpha1/namespaces/{}/virtualmachineclaims/claim-a",
+                k.server.namespace()
+            )),
             "-f",
             &path,
         ])
@@ -505,9 +558,9 @@ async fn replace_of_a_custom_resource_needs_a_resource_version() {
         .unwrap()
         .remove("resourceVersion");
     cm["data"]["a"] = "2".into();
-    let path = k.file("cm.json", &cm.to_string());
+    let path = k.raw_file("cm.json", &cm.to_string());
     k.ok(&["replace", "-f", &path]).await;
-    k.emu.shutdown().await;
+    k.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -535,7 +588,7 @@ async fn schema_validation_errors_for_bad_crs() {
     let err = k
         .fail(&[
             "patch",
-            "vmc",
+            &k.vmc,
             "claim-a",
             "--type=merge",
             "-p",
@@ -549,13 +602,13 @@ async fn schema_validation_errors_for_bad_crs() {
     let ok = k.ok(&["create", "-f", &unknown, "--validate=false"]).await;
     assert!(ok.contains("created"), "{ok}");
     let pruned = k
-        .ok(&["get", "vmc", "bad3", "-o", "jsonpath={.spec}"])
+        .ok(&["get", &k.vmc, "bad3", "-o", "jsonpath={.spec}"])
         .await;
     assert!(
         !pruned.contains("bogus"),
         "unknown field must be pruned: {pruned}"
     );
-    k.emu.shutdown().await;
+    k.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -580,7 +633,7 @@ async fn dry_run_and_generate_name() {
         out.trim().starts_with("configmap/gen-") && out.trim().len() == "configmap/gen-".len() + 5,
         "{out}"
     );
-    k.emu.shutdown().await;
+    k.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -626,7 +679,7 @@ async fn server_side_apply_removes_fields_and_reports_conflicts() {
     .await;
     let data = k.ok(&["get", "cm", "s", "-o", "jsonpath={.data.a}"]).await;
     assert_eq!(data, "5");
-    k.emu.shutdown().await;
+    k.shutdown().await;
 }
 
 const WIDGET_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
@@ -671,14 +724,15 @@ fn widget(ports: &str, tags: &str, finalizer: &str) -> String {
 }
 
 async fn get_widget(k: &Kubectl, output: &str) -> String {
-    k.ok(&["get", "widget", "w", "-o", output]).await
+    let widget = format!("widget.{}", k.server.group("example.io"));
+    k.ok(&["get", &widget, "w", "-o", output]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_side_apply_merges_keyed_lists_and_names_update_managers() {
     let k = Kubectl::start().await;
-    let crd = k.file("widget-crd.yaml", WIDGET_CRD);
-    k.ok(&["apply", "-f", &crd]).await;
+    k.apply_crd("widget-crd.yaml", WIDGET_CRD, "widgets.example.io")
+        .await;
     let a = k.file(
         "a.yaml",
         &widget("[{name: http, port: 80}]", "[a]", "example.io/a"),
@@ -702,7 +756,7 @@ async fn server_side_apply_merges_keyed_lists_and_names_update_managers() {
     );
     assert_eq!(
         get_widget(&k, "jsonpath={.metadata.finalizers}").await,
-        r#"["example.io/a","example.io/b"]"#,
+        k.localize(r#"["example.io/a","example.io/b"]"#),
         "finalizers are a set"
     );
     let b2 = k.file(
@@ -780,5 +834,5 @@ async fn server_side_apply_merges_keyed_lists_and_names_update_managers() {
         "kubectl-patch/Update kubectl/Apply",
         "the forced apply took data.a from kubectl-create, which then owned nothing"
     );
-    k.emu.shutdown().await;
+    k.shutdown().await;
 }
