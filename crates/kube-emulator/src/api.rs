@@ -218,9 +218,13 @@ fn validate_custom(
             FieldValidation::Ignore => {}
         }
     }
+    // As kube-apiserver: the CEL rules run unless a schema error blocks them, which is
+    // then said in one more cause.
     let mut causes = schema.validate(obj);
-    if causes.is_empty() {
-        causes = schema.validate_rules(obj, old);
+    if !causes.iter().any(crate::schema::blocks_rules) {
+        causes.extend(schema.validate_rules(obj, old));
+    } else if schema.has_rules() {
+        causes.push(crate::schema::rules_not_checked());
     }
     if !causes.is_empty() {
         return Err(ApiError::invalid(
@@ -566,13 +570,14 @@ pub fn update(
     ctx: &mut Ctx,
 ) -> ApiResult<Value> {
     if def.custom && meta(&body, "resourceVersion").is_empty() {
+        // kube-apiserver names the resource, not the kind, in this one.
         return Err(ApiError::invalid(
             &def.group,
-            &def.kind,
+            &def.plural,
             name,
             vec![Cause {
                 reason: "FieldValueInvalid".into(),
-                message: "Invalid value: 0x0: must be specified for an update".into(),
+                message: "Invalid value: 0: must be specified for an update".into(),
                 field: "metadata.resourceVersion".into(),
             }],
         ));

@@ -92,6 +92,109 @@ fn to_json_schema(s: &Value) -> Value {
     }
 }
 
+/// The reason and message kube-apiserver gives for a violated bound (`minimum`,
+/// `maxLength`, `pattern`, …) of the value at `field` (`k8s.io/kube-openapi` validate
+/// errors and `k8s.io/apimachinery` field errors).
+fn bound_message(
+    kind: &ValidationErrorKind,
+    value: &Value,
+    field: &str,
+) -> Option<(&'static str, String)> {
+    let invalid = |what: String| {
+        Some((
+            "FieldValueInvalid",
+            format!("Invalid value: {value}: {field} in body {what}"),
+        ))
+    };
+    let count = |v: &Value| match v {
+        Value::Array(a) => a.len(),
+        Value::Object(m) => m.len(),
+        _ => 0,
+    };
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    match kind {
+        ValidationErrorKind::Minimum { limit } => {
+            invalid(format!("should be greater than or equal to {limit}"))
+        }
+        ValidationErrorKind::ExclusiveMinimum { limit } => {
+            invalid(format!("should be greater than {limit}"))
+        }
+        ValidationErrorKind::Maximum { limit } => {
+            invalid(format!("should be less than or equal to {limit}"))
+        }
+        ValidationErrorKind::ExclusiveMaximum { limit } => {
+            invalid(format!("should be less than {limit}"))
+        }
+        ValidationErrorKind::MultipleOf { multiple_of } => {
+            let m = if multiple_of.fract() == 0.0 {
+                format!("{}", *multiple_of as i64)
+            } else {
+                multiple_of.to_string()
+            };
+            invalid(format!("should be a multiple of {m}"))
+        }
+        ValidationErrorKind::MinLength { limit } => {
+            invalid(format!("should be at least {limit} chars long"))
+        }
+        ValidationErrorKind::MaxLength { limit } => Some((
+            "FieldValueTooLong",
+            format!(
+                "Too long: may not be more than {}",
+                plural(*limit, "byte", "bytes")
+            ),
+        )),
+        ValidationErrorKind::Pattern { pattern } => invalid(format!("should match '{pattern}'")),
+        ValidationErrorKind::MinItems { limit } => Some((
+            "FieldValueInvalid",
+            format!(
+                "Invalid value: {}: {field} in body should have at least {limit} items",
+                count(value)
+            ),
+        )),
+        ValidationErrorKind::MinProperties { limit } => Some((
+            "FieldValueInvalid",
+            format!(
+                "Invalid value: {}: {field} in body should have at least {limit} properties",
+                count(value)
+            ),
+        )),
+        ValidationErrorKind::MaxItems { limit } | ValidationErrorKind::MaxProperties { limit } => {
+            Some((
+                "FieldValueTooMany",
+                format!(
+                    "Too many: {}: must have at most {}",
+                    count(value),
+                    plural(*limit, "item", "items")
+                ),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Whether a schema error keeps kube-apiserver from evaluating the CEL rules (its
+/// `hasBlockingErr`: a wrong type, a missing required field, an unsupported enum value, a
+/// string or list over its maximum).
+pub fn blocks_rules(cause: &Cause) -> bool {
+    matches!(
+        cause.reason.as_str(),
+        "FieldValueTypeInvalid"
+            | "FieldValueRequired"
+            | "FieldValueNotSupported"
+            | "FieldValueTooLong"
+            | "FieldValueTooMany"
+    )
+}
+
+/// The cause kube-apiserver adds when [`blocks_rules`] kept it from evaluating the rules.
+pub fn rules_not_checked() -> Cause {
+    Cause {
+        reason: "FieldValueInvalid".into(),
+        message: "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
+        field: "<nil>".into(),
+    }
+}
+
 /// `/spec/items/0/name` → `spec.items[0].name`.
 pub fn pointer_to_field(pointer: &str) -> String {
     let mut out = String::new();
@@ -203,13 +306,20 @@ impl CrdSchema {
                         },
                     )
                 }
-                _ => {
+                kind => {
                     let field = pointer_to_field(&path);
+                    let (reason, message) =
+                        bound_message(kind, value, &field).unwrap_or_else(|| {
+                            (
+                                "FieldValueInvalid",
+                                format!("Invalid value: {value}: {field} in body: {err}"),
+                            )
+                        });
                     (
-                        field.clone(),
+                        field,
                         Cause {
-                            reason: "FieldValueInvalid".into(),
-                            message: format!("Invalid value: {value}: {field} in body: {err}"),
+                            reason: reason.into(),
+                            message,
                             field: String::new(),
                         },
                     )
@@ -217,17 +327,38 @@ impl CrdSchema {
             };
             causes.push(Cause { field, ..cause });
         }
+        if let Some(map) = instance.as_object() {
+            for (k, v) in map {
+                if let Some(sub) = self.raw.get("properties").and_then(|p| p.get(k)) {
+                    list_duplicates(sub, v, k, &mut causes);
+                }
+            }
+        }
         causes
     }
 
     /// Evaluates `x-kubernetes-validations` CEL rules (`self`, and `oldSelf` for
     /// transition rules, which are skipped when there is no old value), as in
     /// <https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#validation-rules>.
-    /// Only called when the schema itself is satisfied.
+    /// Not called when a schema error [`blocks_rules`].
     pub fn validate_rules(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
         let mut causes = Vec::new();
         rules_at(&self.raw, object, old, "", &mut causes);
         causes
+    }
+
+    /// Whether the schema has `x-kubernetes-validations` rules anywhere.
+    pub fn has_rules(&self) -> bool {
+        fn any(v: &Value) -> bool {
+            match v {
+                Value::Object(m) => {
+                    m.contains_key("x-kubernetes-validations") || m.values().any(any)
+                }
+                Value::Array(a) => a.iter().any(any),
+                _ => false,
+            }
+        }
+        any(&self.raw)
     }
 
     /// Drops fields the schema does not declare (Kubernetes pruning). Returns the dotted
@@ -253,6 +384,68 @@ impl CrdSchema {
             }
         }
         dropped
+    }
+}
+
+/// `x-kubernetes-list-type` invariants, as kube-apiserver checks them: a `set` holds
+/// each value once, a `map` each key once; each repeated value or key is reported once,
+/// at its first repetition (`spec.tags[2]: Duplicate value: "a"`).
+fn list_duplicates(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Cause>) {
+    match value {
+        Value::Object(map) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (k, v) in map {
+                if let Some(sub) = props.and_then(|p| p.get(k)).or(additional) {
+                    list_duplicates(sub, v, &format!("{path}.{k}"), causes);
+                }
+            }
+        }
+        Value::Array(items) => {
+            let keys: Option<Vec<&str>> =
+                match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
+                    Some("set") => Some(Vec::new()),
+                    Some("map") => schema
+                        .get("x-kubernetes-list-map-keys")
+                        .and_then(Value::as_array)
+                        .map(|a| a.iter().filter_map(Value::as_str).collect()),
+                    _ => None,
+                };
+            if let Some(keys) = keys {
+                // The identity of an element: itself in a set, its key fields in a map.
+                let identity = |item: &Value| -> Value {
+                    if keys.is_empty() {
+                        return item.clone();
+                    }
+                    let key: std::collections::BTreeMap<&str, &Value> = keys
+                        .iter()
+                        .filter_map(|k| item.get(*k).map(|v| (*k, v)))
+                        .collect();
+                    json!(key)
+                };
+                let mut seen: Vec<Value> = Vec::new();
+                let mut reported: Vec<Value> = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    let id = identity(item);
+                    if !seen.contains(&id) {
+                        seen.push(id);
+                    } else if !reported.contains(&id) {
+                        causes.push(Cause {
+                            reason: "FieldValueDuplicate".into(),
+                            message: format!("Duplicate value: {id}"),
+                            field: format!("{path}[{i}]"),
+                        });
+                        reported.push(id);
+                    }
+                }
+            }
+            if let Some(item_schema) = schema.get("items") {
+                for (i, v) in items.iter().enumerate() {
+                    list_duplicates(item_schema, v, &format!("{path}[{i}]"), causes);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -297,15 +490,22 @@ fn rules_at(
                     Some(fp) => format!("{path}{fp}"),
                     None => path.to_string(),
                 };
-                let reason = match r.get("reason").and_then(Value::as_str) {
-                    Some("FieldValueRequired") => "FieldValueRequired",
-                    Some("FieldValueForbidden") => "FieldValueForbidden",
-                    Some("FieldValueDuplicate") => "FieldValueDuplicate",
-                    _ => "FieldValueInvalid",
+                // kube-apiserver's field errors, the rule's value omitted.
+                let (reason, message) = match r.get("reason").and_then(Value::as_str) {
+                    Some("FieldValueRequired") => {
+                        ("FieldValueRequired", format!("Required value: {message}"))
+                    }
+                    Some("FieldValueForbidden") => {
+                        ("FieldValueForbidden", format!("Forbidden: {message}"))
+                    }
+                    Some("FieldValueDuplicate") => {
+                        ("FieldValueDuplicate", "Duplicate value".into())
+                    }
+                    _ => ("FieldValueInvalid", format!("Invalid value: {message}")),
                 };
                 causes.push(Cause {
                     reason: reason.into(),
-                    message: format!("Invalid value: \"{}\": {message}", type_name(value)),
+                    message,
                     field: field.trim_start_matches('.').to_string(),
                 });
             }
@@ -468,6 +668,84 @@ mod tests {
             Some(&old),
         );
         assert_eq!((c.len(), c[0].field.as_str()), (1, "spec.poolRef"), "{c:?}");
+    }
+
+    /// The texts kube-apiserver v1.35 gives for violated bounds (taken from it).
+    #[test]
+    fn bounds_are_reported_as_kube_apiserver_reports_them() {
+        let s = CrdSchema::compile(&json!({"type": "object", "properties": {"spec": {
+            "type": "object", "properties": {
+                "min": {"type": "integer", "minimum": 5},
+                "xmax": {"type": "number", "maximum": 5, "exclusiveMaximum": true},
+                "mult": {"type": "integer", "multipleOf": 3},
+                "minlen": {"type": "string", "minLength": 3},
+                "maxlen": {"type": "string", "maxLength": 3},
+                "pat": {"type": "string", "pattern": "^[a-z]+$"},
+                "minitems": {"type": "array", "minItems": 2, "items": {"type": "string"}},
+                "maxitems": {"type": "array", "maxItems": 1, "items": {"type": "string"}},
+                "maxprops": {"type": "object", "maxProperties": 1,
+                    "additionalProperties": {"type": "string"}}}}}}))
+        .unwrap();
+        let causes = s.validate(
+            &json!({"spec": {"min": 1, "xmax": 5, "mult": 4, "minlen": "a",
+            "maxlen": "abcd", "pat": "A1", "minitems": ["a"], "maxitems": ["a", "b"],
+            "maxprops": {"a": "b", "c": "d"}}}),
+        );
+        let mut got: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{} {}: {}", c.reason, c.field, c.message))
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                "FieldValueInvalid spec.min: Invalid value: 1: spec.min in body should be greater than or equal to 5",
+                "FieldValueInvalid spec.minitems: Invalid value: 1: spec.minitems in body should have at least 2 items",
+                r#"FieldValueInvalid spec.minlen: Invalid value: "a": spec.minlen in body should be at least 3 chars long"#,
+                "FieldValueInvalid spec.mult: Invalid value: 4: spec.mult in body should be a multiple of 3",
+                r#"FieldValueInvalid spec.pat: Invalid value: "A1": spec.pat in body should match '^[a-z]+$'"#,
+                "FieldValueInvalid spec.xmax: Invalid value: 5: spec.xmax in body should be less than 5",
+                "FieldValueTooLong spec.maxlen: Too long: may not be more than 3 bytes",
+                "FieldValueTooMany spec.maxitems: Too many: 2: must have at most 1 item",
+                "FieldValueTooMany spec.maxprops: Too many: 2: must have at most 1 item",
+            ]
+        );
+        assert_eq!(
+            causes.iter().filter(|c| blocks_rules(c)).count(),
+            3,
+            "only too long and too many block the CEL rules here"
+        );
+    }
+
+    /// The texts kube-apiserver v1.35 gives for repeated set values and map keys.
+    #[test]
+    fn repeated_set_values_and_map_keys_are_duplicates() {
+        let s = CrdSchema::compile(&json!({"type": "object", "properties": {"spec": {
+            "type": "object", "properties": {
+                "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+                "nums": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "integer"}},
+                "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["proto", "name"],
+                    "items": {"type": "object", "properties": {"name": {"type": "string"},
+                        "proto": {"type": "string"}, "port": {"type": "integer"}}}}}}}}))
+        .unwrap();
+        let causes = s.validate(
+            &json!({"spec": {"tags": ["a", "b", "a", "a"], "nums": [1, 1],
+            "ports": [{"name": "http", "proto": "TCP", "port": 1}, {"name": "http", "proto": "TCP"},
+                {"name": "dns", "proto": "UDP"}]}}),
+        );
+        let got: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{} {}: {}", c.reason, c.field, c.message))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                "FieldValueDuplicate spec.nums[1]: Duplicate value: 1",
+                r#"FieldValueDuplicate spec.ports[1]: Duplicate value: {"name":"http","proto":"TCP"}"#,
+                r#"FieldValueDuplicate spec.tags[2]: Duplicate value: "a""#,
+            ]
+        );
     }
 
     #[test]

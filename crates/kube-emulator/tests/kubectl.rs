@@ -544,7 +544,7 @@ async fn replace_of_a_custom_resource_needs_a_resource_version() {
         .await;
     assert!(
         err.contains(
-            "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+            r#"The virtualmachineclaims "claim-a" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update"#
         ),
         "{err}"
     );
@@ -571,15 +571,24 @@ async fn schema_validation_errors_for_bad_crs() {
         "bad.yaml",
         "apiVersion: banlieue.io/v1alpha1\nkind: VirtualMachineClaim\nmetadata:\n  name: bad\nspec:\n  poolRef: p\n  ttlSeconds: not-a-number\n",
     );
+    // A wrong type keeps the CEL rules from running, which the server says too.
+    const NOT_CHECKED: &str = "* <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation";
     let err = k.fail(&["apply", "-f", &bad]).await;
     assert!(
-        err.contains(r#"The VirtualMachineClaim "bad" is invalid: spec.ttlSeconds"#),
+        err.contains(&format!(
+            "The VirtualMachineClaim \"bad\" is invalid: \n\
+             * spec.ttlSeconds: Invalid value: \"string\": spec.ttlSeconds in body must be of type integer: \"string\"\n\
+             {NOT_CHECKED}"
+        )),
         "{err}"
     );
     let missing = k.file("missing.yaml", "apiVersion: banlieue.io/v1alpha1\nkind: VirtualMachineClaim\nmetadata:\n  name: bad2\nspec: {}\n");
     let err = k.fail(&["create", "-f", &missing]).await;
     assert!(
-        err.contains("spec.poolRef") && err.contains("Required value"),
+        err.contains(&format!(
+            "The VirtualMachineClaim \"bad2\" is invalid: \n\
+             * spec.poolRef: Required value\n{NOT_CHECKED}"
+        )),
         "{err}"
     );
     let unknown = k.file("unknown.yaml", "apiVersion: banlieue.io/v1alpha1\nkind: VirtualMachineClaim\nmetadata:\n  name: bad3\nspec:\n  poolRef: p\n  bogus: 1\n");
@@ -596,8 +605,26 @@ async fn schema_validation_errors_for_bad_crs() {
         ])
         .await;
     assert!(
-        err.contains("ttlSeconds must be at most a day"),
+        err.contains(
+            r#"The VirtualMachineClaim "claim-a" is invalid: spec: Invalid value: ttlSeconds must be at most a day"#
+        ),
         "CEL rule: {err}"
+    );
+    let err = k
+        .fail(&[
+            "patch",
+            &k.vmc,
+            "claim-a",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"ttlSeconds":10}}"#,
+        ])
+        .await;
+    assert!(
+        err.contains(
+            r#"The VirtualMachineClaim "claim-a" is invalid: spec.ttlSeconds: Invalid value: 10: spec.ttlSeconds in body should be greater than or equal to 60"#
+        ),
+        "minimum: {err}"
     );
     let ok = k.ok(&["create", "-f", &unknown, "--validate=false"]).await;
     assert!(ok.contains("created"), "{ok}");
