@@ -219,6 +219,69 @@ fn fields_of(v: &Value, schema: Schema) -> FieldSet {
     out
 }
 
+/// The containers of an object: the paths of its non-empty maps and of its non-empty
+/// `map` and `set` lists, and the elements of `map` lists (not `metadata` itself, nor
+/// identifying metadata). A write that brings one in owns it, as structured-merge-diff's
+/// comparison adds it (`"f:data": {".": {}, …}`).
+fn containers_of(v: &Value, schema: Schema) -> FieldSet {
+    fn walk(v: &Value, schema: Schema, path: &mut FieldPath, out: &mut FieldSet) {
+        match v {
+            Value::Object(m) if !m.is_empty() => {
+                if !path.is_empty() && path.as_slice() != ["f:metadata"] {
+                    out.insert(path.clone());
+                }
+                for (k, x) in m {
+                    path.push(format!("f:{k}"));
+                    if !ignored(path) {
+                        walk(x, schema.field(k), path, out);
+                    }
+                    path.pop();
+                }
+            }
+            Value::Array(items) if !items.is_empty() => match schema.list_type() {
+                ListType::Atomic => {}
+                ListType::Set => {
+                    out.insert(path.clone());
+                }
+                ListType::Map(keys) => {
+                    if items.iter().any(|i| key_of(i, &keys).is_none()) {
+                        return;
+                    }
+                    out.insert(path.clone());
+                    for item in items {
+                        path.push(key_of(item, &keys).expect("checked"));
+                        out.insert(path.clone());
+                        walk(item, schema.items(), path, out);
+                        path.pop();
+                    }
+                }
+            },
+            _ => {}
+        }
+    }
+    let mut out = FieldSet::new();
+    walk(v, schema, &mut Vec::new(), &mut out);
+    out
+}
+
+/// The maps every object of a built-in kind has, as its Go type's struct fields (empty
+/// when unset): never added by a write, so never owned as containers.
+fn zero_maps(def: &ResourceDef) -> Vec<FieldPath> {
+    if def.custom {
+        return Vec::new();
+    }
+    let mut maps = vec!["f:spec", "f:status"];
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            maps.push("f:roleRef")
+        }
+        ("", "Event") => maps.extend(["f:involvedObject", "f:source"]),
+        ("events.k8s.io", "Event") => maps.extend(["f:regarding", "f:deprecatedSource"]),
+        _ => {}
+    }
+    maps.into_iter().map(|m| vec![m.to_string()]).collect()
+}
+
 fn find_in_list(items: &[Value], key: &str) -> Option<usize> {
     if let Some(k) = key.strip_prefix("k:") {
         let want: Map<String, Value> = serde_json::from_str(k).ok()?;
@@ -328,8 +391,8 @@ pub fn path_string(path: &[String]) -> String {
     out
 }
 
-/// `FieldsV1` encoding of a set (`{"f:spec":{"f:x":{}}}`, `.` marks an owned element that
-/// has owned children).
+/// `FieldsV1` encoding of a set (`{"f:spec":{"f:x":{}}}`, `.` marks an owned map, list or
+/// element that has owned children).
 fn encode(set: &FieldSet) -> Value {
     let mut root = Map::new();
     for p in set {
@@ -342,16 +405,12 @@ fn encode(set: &FieldSet) -> Value {
                 .expect("object");
         }
     }
-    // An element both owned and with owned children gets ".".
+    // A path both owned and with owned children gets ".".
     for p in set {
         let node = p.iter().try_fold(&mut root, |cur, k| {
             cur.get_mut(k).and_then(Value::as_object_mut)
         });
-        let element = p
-            .last()
-            .is_some_and(|k| k.starts_with("k:") || k.starts_with("v:"));
         if let Some(node) = node
-            && element
             && !node.is_empty()
         {
             node.insert(".".into(), json!({}));
@@ -440,12 +499,30 @@ fn entries(obj: &Value) -> Vec<Entry> {
         .unwrap_or_default()
 }
 
+/// Stores the entries that own something, in kube-apiserver's order: by operation
+/// (`Apply` before `Update`), then time (in seconds), manager, API version, subresource.
 fn store_entries(obj: &mut Value, entries: Vec<Entry>) {
-    let list: Vec<Value> = entries
+    let mut list: Vec<Value> = entries
         .iter()
         .filter(|e| !e.fields.is_empty())
         .map(Entry::to_json)
         .collect();
+    list.sort_by(|a, b| {
+        let key = |e: &Value| {
+            let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+            let time = s("time");
+            // RFC 3339 in UTC: the first 19 characters are the time to the second.
+            let seconds = time.get(..19).unwrap_or(&time).to_string();
+            (
+                s("operation"),
+                seconds,
+                s("manager"),
+                s("apiVersion"),
+                s("subresource"),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
     if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         if list.is_empty() {
             m.remove("managedFields");
@@ -558,7 +635,10 @@ pub fn apply(
     let mut conflicts: Vec<(usize, FieldPath)> = Vec::new();
     for (i, e) in all.iter().enumerate().filter(|(_, e)| !is_me(e)) {
         for p in e.fields.intersection(&applied) {
-            if differs(doc, config, p) {
+            // An applied empty map merges into a live map: it changes no one's field.
+            let live_map =
+                value_at(doc, p).is_some_and(|v| v.as_object().is_some_and(|m| !m.is_empty()));
+            if differs(doc, config, p) && !live_map {
                 conflicts.push((i, p.clone()));
             }
         }
@@ -566,16 +646,23 @@ pub fn apply(
     if !conflicts.is_empty() && !force {
         return Err(conflict_error(&all, &conflicts));
     }
+    // The losers' entries keep their time (only the writer's entry gets a new one).
     for (i, p) in &conflicts {
         all[*i].fields.remove(p);
-        all[*i].changed = true;
     }
     let previous = all
         .iter()
         .find(|e| is_me(e))
         .map(|e| e.fields.clone())
         .unwrap_or_default();
-    let related = |p: &FieldPath, q: &FieldPath| q.starts_with(p) || p.starts_with(q);
+    // A field stays while another manager owns it, something under it, or the list
+    // element it is in (owning a map is no claim on its fields).
+    let element = |q: &FieldPath| {
+        q.last()
+            .is_some_and(|k| k.starts_with("k:") || k.starts_with("v:"))
+    };
+    let related =
+        |p: &FieldPath, q: &FieldPath| q.starts_with(p) || (p.starts_with(q) && element(q));
     let gone: Vec<&FieldPath> = previous
         .iter()
         .filter(|p| !applied.iter().any(|q| q.starts_with(p)))
@@ -676,14 +763,30 @@ pub fn track_update(
     let new_fields = fields_of(new, schema);
     let null = Value::Null;
     let before = old.unwrap_or(&null);
+    let zero = zero_maps(def);
+    let is_map = |v: Option<&Value>| v.is_some_and(Value::is_object);
     let mut changed: FieldSet = new_fields
         .iter()
         .filter(|p| differs(before, new, p))
+        // A map emptied is not a new empty map, nor is a kind's own empty struct.
+        .filter(|p| {
+            !(is_map(value_at(new, p)) && (is_map(value_at(before, p)) || zero.contains(p)))
+        })
         .cloned()
         .collect();
+    // Maps and lists the write brought in are its own too.
+    changed.extend(
+        containers_of(new, schema)
+            .into_iter()
+            .filter(|p| value_at(before, p).is_none() && !zero.contains(p)),
+    );
     scope(&mut changed, def, subresource);
     let removed: Vec<FieldPath> = old
-        .map(|o| fields_of(o, schema))
+        .map(|o| {
+            let mut all = fields_of(o, schema);
+            all.extend(containers_of(o, schema));
+            all
+        })
         .unwrap_or_default()
         .into_iter()
         .filter(|p| value_at(new, p).is_none())
@@ -693,11 +796,10 @@ pub fn track_update(
     }
     let api_version = def.api_version();
     let mut all = entries(new);
+    // Other entries lose what the write changed or removed, and keep their time.
     for e in &mut all {
-        let before = e.fields.len();
         e.fields
             .retain(|p| !changed.contains(p) && !removed.iter().any(|r| p.starts_with(r)));
-        e.changed |= e.fields.len() != before;
     }
     let is_me = |e: &Entry| {
         e.manager == manager
@@ -865,7 +967,50 @@ mod tests {
             .iter()
             .map(|e| e["manager"].as_str().unwrap())
             .collect();
-        assert_eq!(managers, vec!["creator", "kubectl-edit", "ctl"]);
+        assert_eq!(managers, vec!["ctl", "creator", "kubectl-edit"]);
+    }
+
+    /// As on kube-apiserver: a write that brings in a map owns it (`.`), and keeps it
+    /// when an applier forces its fields away; appliers are listed first.
+    #[test]
+    fn updates_own_the_maps_they_bring_in() {
+        let def = thing_def();
+        let mut doc = json!({"apiVersion": "example.io/v1", "kind": "Thing",
+            "metadata": {"name": "t", "labels": {"a": "b"}}, "spec": {"args": ["1"], "x": {"y": 1}}});
+        track_update(&def, "", None, &mut doc, "creator");
+        assert_eq!(
+            doc["metadata"]["managedFields"][0]["fieldsV1"],
+            json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}}},
+                "f:spec": {".": {}, "f:args": {}, "f:x": {".": {}, "f:y": {}}}})
+        );
+        let cfg = json!({"apiVersion": "example.io/v1", "kind": "Thing", "metadata": {"name": "t"},
+            "spec": {"x": {"y": 2}}});
+        apply(&def, "", &mut doc, &cfg, "ctl", true).unwrap();
+        let entries = doc["metadata"]["managedFields"].as_array().unwrap();
+        let managers: Vec<&str> = entries
+            .iter()
+            .map(|e| e["manager"].as_str().unwrap())
+            .collect();
+        assert_eq!(managers, vec!["ctl", "creator"]);
+        assert_eq!(
+            entries[1]["fieldsV1"]["f:spec"]["f:x"],
+            json!({}),
+            "the creator keeps spec.x itself"
+        );
+        // Removing the map frees it.
+        let old = doc.clone();
+        doc["spec"].as_object_mut().unwrap().remove("x");
+        track_update(&def, "", Some(&old), &mut doc, "editor");
+        let entries = doc["metadata"]["managedFields"].as_array().unwrap();
+        let managers: Vec<&str> = entries
+            .iter()
+            .map(|e| e["manager"].as_str().unwrap())
+            .collect();
+        assert_eq!(managers, vec!["creator"], "ctl owned only what went");
+        assert_eq!(
+            entries[0]["fieldsV1"]["f:spec"],
+            json!({".": {}, "f:args": {}})
+        );
     }
 
     #[test]

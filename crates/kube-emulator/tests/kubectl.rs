@@ -858,8 +858,9 @@ async fn server_side_apply_merges_keyed_lists_and_names_update_managers() {
         .await;
     assert_eq!(
         managers.trim(),
-        "kubectl-patch/Update kubectl/Apply",
-        "the forced apply took data.a from kubectl-create, which then owned nothing"
+        "kubectl/Apply kubectl-create/Update kubectl-patch/Update",
+        "the forced apply took data.a from kubectl-create, which keeps the data map it \
+         created; appliers come first"
     );
     k.shutdown().await;
 }
