@@ -1,4 +1,4 @@
-//! Conformance: the real `kubectl` (v1.32, `/usr/bin/kubectl` or `$KUBECTL`) against the
+//! Conformance: the real `kubectl` (the one on PATH, or `$KUBECTL`) against the
 //! emulator over loopback TLS. Each test starts its own emulator and stops by itself.
 //!
 //! With `BANLIEUE_KUBE_BACKEND=testbed` and `BANLIEUE_TESTBED_DIR` the same tests run on
@@ -35,16 +35,22 @@ struct Out {
     stderr: String,
 }
 
+/// `$KUBECTL`, else `kubectl` from PATH.
 fn kubectl_bin() -> String {
-    std::env::var("KUBECTL").unwrap_or_else(|_| "/usr/bin/kubectl".into())
+    std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
 }
 
 impl Kubectl {
     async fn start() -> Self {
         let bin = kubectl_bin();
+        let found = std::process::Command::new(&bin)
+            .args(["version", "--client"])
+            .output()
+            .is_ok_and(|out| out.status.success());
         assert!(
-            std::path::Path::new(&bin).exists(),
-            "these conformance tests need the real kubectl at {bin} (set KUBECTL to another path)"
+            found,
+            "these conformance tests need the real kubectl: none runs as {bin:?} (put one on \
+             PATH or set KUBECTL)"
         );
         let server = Server::start("kubectl", EmulatorConfig::default()).await;
         let dir = tempfile::tempdir().expect("tempdir");

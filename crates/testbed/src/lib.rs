@@ -15,7 +15,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 
@@ -223,10 +225,32 @@ pub struct TestNamespace {
     client: Client,
 }
 
+/// The banlieue kinds whose objects carry finalizers that only running controllers or
+/// providers remove: a test's namespace would stay Terminating with them.
+const FINALIZED: [(&str, &str); 2] = [
+    ("VirtualMachineClaim", "virtualmachineclaims"),
+    ("VirtualMachine", "virtualmachines"),
+];
+
 impl TestNamespace {
     /// Deletes the namespace (and, through the namespace controller, what is in it)
-    /// without waiting for it to be gone.
+    /// without waiting for it to be gone. The test's controllers have stopped by then, so
+    /// the finalizers of its claims and VMs are cleared first.
     pub async fn delete(self) {
+        for (kind, plural) in FINALIZED {
+            let gvk = GroupVersionKind::gvk("banlieue.io", "v1alpha1", kind);
+            let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &self.name, &resource);
+            let Ok(objects) = api.list(&Default::default()).await else {
+                continue;
+            };
+            let clear = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+            for object in objects {
+                let name = object.metadata.name.unwrap_or_default();
+                let _ = api.patch(&name, &PatchParams::default(), &clear).await;
+            }
+        }
         let api: Api<Namespace> = Api::all(self.client);
         let _ = api.delete(&self.name, &DeleteParams::background()).await;
     }
