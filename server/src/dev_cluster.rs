@@ -89,7 +89,8 @@ impl DevCluster {
 
 /// The API server's `AuthenticationConfiguration` (apiserver.config.k8s.io/v1beta1) that
 /// trusts the console at `issuer_url`: audience `kubernetes`, `sub` and `groups` with the
-/// `console:` prefix (README, "Kubernetes API server configuration").
+/// `console:` prefix, no `system:` user names (README, "Kubernetes API server
+/// configuration").
 pub fn authentication_configuration(issuer_url: &str) -> String {
     format!(
         "apiVersion: apiserver.config.k8s.io/v1beta1
@@ -105,6 +106,9 @@ jwt:
     groups:
       claim: groups
       prefix: 'console:'
+  userValidationRules:
+  - expression: \"!user.username.startsWith('system:')\"
+    message: 'user names with the system: prefix are reserved'
 "
     )
 }

@@ -85,6 +85,9 @@ pub struct JwtAuthenticatorConfig {
     pub claim_validation_rules: Vec<ClaimValidationRule>,
     /// How claims become a user.
     pub claim_mappings: ClaimMappings,
+    /// CEL rules over the mapped user; a token whose user fails one is refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub user_validation_rules: Vec<UserValidationRule>,
 }
 
 /// `jwt[].issuer`.
@@ -120,6 +123,19 @@ pub struct ClaimValidationRule {
     /// Required string value.
     #[serde(default)]
     pub required_value: String,
+}
+
+/// `jwt[].userValidationRules[]`: a CEL `expression` over `user` (`username`, `uid`,
+/// `groups`, `extra`) that must be true, and the `message` logged when it is not
+/// (kube-apiserver's structured authentication configuration).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserValidationRule {
+    /// The CEL expression, e.g. `!user.username.startsWith('system:')`.
+    pub expression: String,
+    /// Why a user is refused.
+    #[serde(default)]
+    pub message: String,
 }
 
 /// `jwt[].claimMappings`.
@@ -430,8 +446,26 @@ impl JwtAuthenticator {
         {
             user.uid = uid.to_string();
         }
+        self.validate_user(&user)?;
         user.add_authenticated();
         Ok(user)
+    }
+
+    /// Applies `userValidationRules` to the mapped user, before `system:authenticated` is
+    /// added, as kube-apiserver does.
+    fn validate_user(&self, user: &UserInfo) -> Result<(), String> {
+        let value = serde_json::json!({
+            "username": user.username, "uid": user.uid,
+            "groups": user.groups, "extra": user.extra,
+        });
+        for rule in &self.cfg.user_validation_rules {
+            match crate::admission::eval(&rule.expression, &[("user", &value)]) {
+                Ok(Value::Bool(true)) => {}
+                Ok(_) => return Err(format!("user validation rule failed: {}", rule.message)),
+                Err(e) => return Err(format!("user validation rule {}: {e}", rule.expression)),
+            }
+        }
+        Ok(())
     }
 }
 

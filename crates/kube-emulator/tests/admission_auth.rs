@@ -285,7 +285,7 @@ async fn jwt_authenticator_maps_claims_with_prefixes() {
     let (issuer, issuer_ca) = serve_issuer(p256_jwk(&key), true).await;
     let ca_block: String = issuer_ca.lines().map(|l| format!("      {l}\n")).collect();
     let cfg = parse_authentication_configuration(&format!(
-        "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n    url: {issuer}\n    audiences: [kubernetes]\n    certificateAuthority: |\n{ca_block}  claimMappings:\n    username:\n      claim: sub\n      prefix: 'console:'\n    groups:\n      claim: groups\n      prefix: 'console:'\n"
+        "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n    url: {issuer}\n    audiences: [kubernetes]\n    certificateAuthority: |\n{ca_block}  claimMappings:\n    username:\n      claim: sub\n      prefix: 'console:'\n    groups:\n      claim: groups\n      prefix: 'console:'\n  userValidationRules:\n  - expression: \"!user.username.startsWith('console:system:')\"\n    message: reserved\n"
     ))
     .expect("config parses");
     let (emu, _admin) = start(EmulatorConfig {
@@ -347,6 +347,14 @@ async fn jwt_authenticator_maps_claims_with_prefixes() {
     )
     .unwrap();
     assert_eq!(status_for(forged).await, 401);
+    let reserved = sign(
+        json!({"iss": issuer, "sub": "system:admin", "aud": "kubernetes", "exp": now() + 300}),
+    );
+    assert_eq!(
+        status_for(reserved).await,
+        401,
+        "userValidationRules refuse the user"
+    );
     emu.shutdown().await;
 }
 
