@@ -367,6 +367,11 @@ impl Settings {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(bad("must use http or https"));
         }
+        if tls.is_some() && url.scheme() == "http" {
+            return Err(bad(
+                "must be https when the console serves TLS itself (BANLIEUE_TLS_CERT_FILE)",
+            ));
+        }
         if url.host().is_none() {
             return Err(bad("has no host"));
         }

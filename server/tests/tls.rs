@@ -308,6 +308,17 @@ fn tls_configuration_errors_name_the_variable_and_what_to_do() {
     let tls = config.tls.unwrap();
     assert_eq!(tls.cert_file, Path::new(cert));
     assert_eq!(tls.key_file, Path::new(key));
+    // An http external URL for a console that only speaks https would be a lie.
+    let error = validate(&[
+        "--tls-cert-file",
+        cert,
+        "--tls-key-file",
+        key,
+        "--external-url",
+        "http://console.example.org",
+    ])
+    .unwrap_err();
+    assert!(error.contains("must be https when the console serves TLS"), "{error}");
     // Neither: HTTP.
     let config = validate(&[]).unwrap();
     assert!(config.tls.is_none());

@@ -24,27 +24,29 @@ fn policy() -> ClaimSubjectPolicy {
     }
 }
 
-/// `console:developer` and `console:operator` may create, change and delete claims
-/// (RBAC), like SPEC §5's roles: what they may do beyond that is the policies' say.
+/// `console:developer` and `console:operator` may create, change and delete claims in the
+/// test's namespace (RBAC), like SPEC §5's roles: what they may do beyond that is the
+/// policies' say. A Role, so nothing outlives the test's namespace on the test bed.
 async fn developer_role(admin: &Client) {
-    let objects = cluster::chart::parse_documents(
+    let ns = admin.default_namespace();
+    let objects = cluster::chart::parse_documents(&format!(
         "apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: admission-test-developer}
+kind: Role
+metadata: {{name: admission-test-developer, namespace: {ns}}}
 rules:
 - apiGroups: [banlieue.io]
   resources: [virtualmachineclaims]
   verbs: [get, list, watch, create, update, patch, delete]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: admission-test-developer}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admission-test-developer}
+kind: RoleBinding
+metadata: {{name: admission-test-developer, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: admission-test-developer}}
 subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: 'console:developer'}
-- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: 'console:operator'}
-",
-    )
+- {{apiGroup: rbac.authorization.k8s.io, kind: Group, name: 'console:developer'}}
+- {{apiGroup: rbac.authorization.k8s.io, kind: Group, name: 'console:operator'}}
+"
+    ))
     .unwrap();
     cluster::chart::apply(admin, &objects).await.unwrap();
 }

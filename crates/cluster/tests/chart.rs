@@ -15,6 +15,27 @@ fn testbed() -> Option<Testbed> {
     Testbed::from_env("the chart suite")
 }
 
+/// Where `installed` lacks or differs from something `manifest` says (the API server adds
+/// defaults and metadata, which do not count); `None` when it holds all of it.
+fn missing_from(manifest: &serde_json::Value, installed: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    match (manifest, installed) {
+        (Value::Object(want), Value::Object(have)) => want.iter().find_map(|(key, value)| {
+            match have.get(key) {
+                Some(have) => missing_from(value, have).map(|at| format!(".{key}{at}")),
+                None => Some(format!(".{key}: missing")),
+            }
+        }),
+        (Value::Array(want), Value::Array(have)) if want.len() == have.len() => want
+            .iter()
+            .zip(have)
+            .enumerate()
+            .find_map(|(i, (w, h))| missing_from(w, h).map(|at| format!("[{i}]{at}"))),
+        (want, have) if want == have => None,
+        (want, have) => Some(format!(": {want} installed as {have}")),
+    }
+}
+
 /// Objects by (kind, namespace, name), for comparing renderings.
 fn by_key(objects: Vec<DynamicObject>) -> BTreeMap<(String, String, String), serde_json::Value> {
     objects
@@ -113,9 +134,16 @@ async fn helm_lints_the_chart_and_the_api_server_holds_every_manifest_it_install
             Api::all_with(client.clone(), &resource)
         };
         let name = object.metadata.name.as_deref().expect("a name");
-        api.get(name)
+        let installed = api
+            .get(name)
             .await
             .unwrap_or_else(|e| panic!("{} {name} was not installed: {e}", gvk.kind));
+        let mut manifest = serde_json::to_value(object).unwrap();
+        manifest.as_object_mut().unwrap().remove("metadata");
+        let installed = serde_json::to_value(installed).unwrap();
+        if let Some(difference) = missing_from(&manifest, &installed) {
+            panic!("{} {name} is not as helm rendered it: {difference}", gvk.kind);
+        }
         kinds.push(gvk.kind);
     }
     for kind in [
