@@ -318,7 +318,10 @@ fn tls_configuration_errors_name_the_variable_and_what_to_do() {
         "http://console.example.org",
     ])
     .unwrap_err();
-    assert!(error.contains("must be https when the console serves TLS"), "{error}");
+    assert!(
+        error.contains("must be https when the console serves TLS"),
+        "{error}"
+    );
     // Neither: HTTP.
     let config = validate(&[]).unwrap();
     assert!(config.tls.is_none());

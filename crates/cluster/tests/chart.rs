@@ -20,12 +20,12 @@ fn testbed() -> Option<Testbed> {
 fn missing_from(manifest: &serde_json::Value, installed: &serde_json::Value) -> Option<String> {
     use serde_json::Value;
     match (manifest, installed) {
-        (Value::Object(want), Value::Object(have)) => want.iter().find_map(|(key, value)| {
-            match have.get(key) {
+        (Value::Object(want), Value::Object(have)) => {
+            want.iter().find_map(|(key, value)| match have.get(key) {
                 Some(have) => missing_from(value, have).map(|at| format!(".{key}{at}")),
                 None => Some(format!(".{key}: missing")),
-            }
-        }),
+            })
+        }
         (Value::Array(want), Value::Array(have)) if want.len() == have.len() => want
             .iter()
             .zip(have)
@@ -142,7 +142,10 @@ async fn helm_lints_the_chart_and_the_api_server_holds_every_manifest_it_install
         manifest.as_object_mut().unwrap().remove("metadata");
         let installed = serde_json::to_value(installed).unwrap();
         if let Some(difference) = missing_from(&manifest, &installed) {
-            panic!("{} {name} is not as helm rendered it: {difference}", gvk.kind);
+            panic!(
+                "{} {name} is not as helm rendered it: {difference}",
+                gvk.kind
+            );
         }
         kinds.push(gvk.kind);
     }
