@@ -88,17 +88,7 @@ impl Testbed {
             .expect("server")
     }
 
-    /// The admin's bearer token.
-    pub fn admin_token(&self) -> String {
-        self.read("admin-token").trim().to_owned()
-    }
-
-    /// The PEM of the CA that signed the API server's and the issuer's certificates.
-    pub fn ca_pem(&self) -> String {
-        self.read("ca.crt")
-    }
-
-    /// The CA file's path.
+    /// The file of the CA that signed the API server's and the issuer's certificates.
     pub fn ca_file(&self) -> PathBuf {
         self.dir.join("ca.crt")
     }
@@ -109,7 +99,7 @@ impl Testbed {
         self.read("issuer-url").trim().to_owned()
     }
 
-    /// A certificate for 127.0.0.1 signed by [`Testbed::ca_pem`], for the issuer.
+    /// A certificate for 127.0.0.1 signed by [`Testbed::ca_file`], for the issuer.
     pub fn issuer_cert_file(&self) -> PathBuf {
         self.dir.join("issuer.crt")
     }
@@ -119,19 +109,9 @@ impl Testbed {
         self.dir.join("issuer.key")
     }
 
-    /// A kubeconfig presenting `token` to the API server, as YAML.
-    pub fn kubeconfig_for(&self, token: &str) -> String {
-        self.admin_kubeconfig().replace(&self.admin_token(), token)
-    }
-
     /// A kube client for the admin.
     pub async fn admin_client(&self) -> Client {
         client_from_yaml(&self.admin_kubeconfig()).await
-    }
-
-    /// A kube client from the console's ServiceAccount.
-    pub async fn console_client(&self) -> Client {
-        client_from_yaml(&self.read("console.kubeconfig")).await
     }
 
     /// The admin client impersonating `user` with `groups`, as the console does.
@@ -190,11 +170,6 @@ impl Testbed {
         );
         String::from_utf8(out.stdout).expect("helm prints UTF-8")
     }
-
-    /// The values the chart was installed with (`values.yaml` in the test bed).
-    pub fn values_file(&self) -> PathBuf {
-        self.dir.join("values.yaml")
-    }
 }
 
 /// `prefix-` and eight random lower-case letters and digits: a Kubernetes name no other
@@ -210,7 +185,7 @@ pub fn unique_name(prefix: &str) -> String {
 }
 
 /// A kube client from a kubeconfig's YAML.
-pub async fn client_from_yaml(yaml: &str) -> Client {
+async fn client_from_yaml(yaml: &str) -> Client {
     let kubeconfig = Kubeconfig::from_yaml(yaml).expect("kubeconfig parses");
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
