@@ -1,4 +1,4 @@
-//! ValidatingAdmissionPolicy evaluation with CEL (the `cel` crate).
+//! ValidatingAdmissionPolicy evaluation (its CEL expressions run in [`crate::cel`]).
 //!
 //! Semantics from <https://kubernetes.io/docs/reference/access-authn-authz/validating-admission-policy/>:
 //! a binding selects a policy and its params (`paramRef`); the policy's
@@ -8,12 +8,10 @@
 //! `reason` (default `Invalid`, 422) and message
 //! `ValidatingAdmissionPolicy '<p>' with binding '<b>' denied request: <message>`.
 
-use std::sync::{Arc, OnceLock};
-
-use cel::{Context, Env, Program};
 use serde_json::{Value, json};
 
 use crate::auth::UserInfo;
+use crate::cel::eval;
 use crate::resources::split_api_version;
 use crate::selector::LabelSelector;
 use crate::status::ApiError;
@@ -23,55 +21,27 @@ const GROUP: &str = "admissionregistration.k8s.io";
 
 /// What is being admitted.
 #[derive(Debug, Clone)]
-pub struct AdmissionRequest<'a> {
+pub(crate) struct AdmissionRequest<'a> {
     /// `CREATE`, `UPDATE`, `DELETE`.
-    pub operation: &'a str,
+    pub(crate) operation: &'a str,
     /// API group.
-    pub group: &'a str,
+    pub(crate) group: &'a str,
     /// Version.
-    pub version: &'a str,
+    pub(crate) version: &'a str,
     /// Kind.
-    pub kind: &'a str,
+    pub(crate) kind: &'a str,
     /// Resource plural.
-    pub resource: &'a str,
+    pub(crate) resource: &'a str,
     /// Subresource (`status`) or empty.
-    pub subresource: &'a str,
+    pub(crate) subresource: &'a str,
     /// Namespace or empty.
-    pub namespace: &'a str,
+    pub(crate) namespace: &'a str,
     /// Object name.
-    pub name: &'a str,
+    pub(crate) name: &'a str,
     /// The caller.
-    pub user: &'a UserInfo,
+    pub(crate) user: &'a UserInfo,
     /// Dry run.
-    pub dry_run: bool,
-}
-
-fn env() -> Arc<Env> {
-    static ENV: OnceLock<Arc<Env>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        let mut env = Env::stdlib();
-        let _ = env.add_extension(cel::extensions::strings);
-        let _ = env.add_extension(cel::extensions::lists);
-        let _ = env.add_extension(cel::extensions::math);
-        Arc::new(env)
-    })
-    .clone()
-}
-
-/// Evaluates one CEL expression against the given variables.
-///
-/// Errors: a compile or evaluation error message.
-pub fn eval(expr: &str, vars: &[(&str, &Value)]) -> Result<Value, String> {
-    let env = env();
-    let program: Program = env
-        .compile(expr)
-        .map_err(|e| format!("compilation failed: {e}"))?;
-    let mut ctx = Context::with_env(env);
-    for (name, value) in vars {
-        ctx.add_variable(*name, *value).map_err(|e| e.to_string())?;
-    }
-    let out = program.execute(&ctx).map_err(|e| e.to_string())?;
-    out.json().map_err(|e| e.to_string())
+    pub(crate) dry_run: bool,
 }
 
 fn list_contains(list: Option<&Value>, want: &str) -> bool {
@@ -203,7 +173,7 @@ fn reason_code(reason: &str) -> (u16, &'static str) {
 ///
 /// Errors: the first denial, as the real server words it. Returns the warnings of
 /// `Warn` actions on success.
-pub fn admit(
+pub(crate) fn admit(
     store: &Store,
     req: &AdmissionRequest,
     object: &Value,
@@ -404,37 +374,4 @@ pub fn admit(
         }
     }
     Ok(warnings)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cel_over_json() {
-        let obj = json!({"spec": {"subject": {"id": "alice", "issuer": "https://a"}}, "metadata": {"labels": {"x": "1"}}});
-        let params = json!({"data": {"issuers": "https://a,https://b"}});
-        let vars = [("object", &obj), ("params", &params)];
-        assert_eq!(
-            eval("object.spec.subject.id == 'alice'", &vars).unwrap(),
-            json!(true)
-        );
-        assert_eq!(
-            eval(
-                "object.spec.subject.issuer in params.data.issuers.split(',')",
-                &vars
-            )
-            .unwrap(),
-            json!(true)
-        );
-        assert_eq!(
-            eval("has(object.spec.poolRef)", &vars).unwrap(),
-            json!(false)
-        );
-        assert_eq!(
-            eval("'x: ' + object.spec.subject.id", &vars).unwrap(),
-            json!("x: alice")
-        );
-        assert!(eval("object.(", &vars).is_err());
-    }
 }

@@ -26,13 +26,13 @@ use std::sync::LazyLock;
 
 use serde_json::{Map, Value, json};
 
-use crate::api::now;
+use crate::clock::now;
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, Cause};
 
 /// A field path as `FieldsV1` keys (`["f:status", "f:conditions", "k:{\"type\":\"Ready\"}",
 /// "f:status"]`). A path ending in a `k:` or `v:` key is the list element itself.
-pub type FieldPath = Vec<String>;
+pub(crate) type FieldPath = Vec<String>;
 
 type FieldSet = BTreeSet<FieldPath>;
 
@@ -372,7 +372,7 @@ fn differs(a: &Value, b: &Value, path: &[String]) -> bool {
 }
 
 /// A path in the form conflicts are reported in (`.status.conditions[type="Ready"].status`).
-pub fn path_string(path: &[String]) -> String {
+pub(crate) fn path_string(path: &[String]) -> String {
     let mut out = String::new();
     for k in path {
         if let Some(f) = k.strip_prefix("f:") {
@@ -596,7 +596,7 @@ fn merge(doc: &mut Value, cfg: &Value, schema: Schema) {
 
 /// Sets `metadata.managedFields` of an applied configuration that creates its object:
 /// `manager` owns every field it applies.
-pub fn apply_new(def: &ResourceDef, config: &mut Value, manager: &str) {
+pub(crate) fn apply_new(def: &ResourceDef, config: &mut Value, manager: &str) {
     let mut set = fields_of(config, Schema::root(def));
     scope(&mut set, def, "");
     let entry = Entry {
@@ -618,7 +618,7 @@ pub fn apply_new(def: &ResourceDef, config: &mut Value, manager: &str) {
 /// owns with a different value (the real server's message:
 /// `Apply failed with 1 conflict: conflict with "kubectl-edit" using v1: .data.a`), unless
 /// `force`, which takes those fields from their managers.
-pub fn apply(
+pub(crate) fn apply(
     def: &ResourceDef,
     subresource: &str,
     doc: &mut Value,
@@ -752,7 +752,7 @@ fn conflict_error(all: &[Entry], conflicts: &[(usize, FieldPath)]) -> ApiError {
 /// changed become its own (`operation: Update`) and leave other managers; fields it
 /// removed leave every manager. A write without a manager (empty name) owns nothing but
 /// still frees what it removed. `new` carries the `managedFields` to start from.
-pub fn track_update(
+pub(crate) fn track_update(
     def: &ResourceDef,
     subresource: &str,
     old: Option<&Value>,

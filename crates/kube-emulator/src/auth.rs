@@ -43,7 +43,7 @@ impl UserInfo {
     }
 
     /// Adds `system:authenticated` unless present (done for every authenticated user).
-    pub fn add_authenticated(&mut self) {
+    pub(crate) fn add_authenticated(&mut self) {
         if !self.groups.iter().any(|g| g == "system:authenticated") {
             self.groups.push("system:authenticated".into());
         }
@@ -285,7 +285,7 @@ fn validate_url(field: &str, value: &str, allow_loopback_http: bool, errors: &mu
 }
 
 /// Verifies tokens of one issuer, fetching discovery and JWKS on demand.
-pub struct JwtAuthenticator {
+pub(crate) struct JwtAuthenticator {
     cfg: JwtAuthenticatorConfig,
     client: reqwest::Client,
     keys: Mutex<Option<(Instant, JwkSet)>>,
@@ -306,7 +306,7 @@ impl JwtAuthenticator {
     /// Builds an authenticator.
     ///
     /// Errors: an unusable `certificateAuthority`.
-    pub fn new(cfg: JwtAuthenticatorConfig) -> Result<Self, String> {
+    pub(crate) fn new(cfg: JwtAuthenticatorConfig) -> Result<Self, String> {
         let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(10));
         if let Some(pem) = &cfg.issuer.certificate_authority {
             let cert = reqwest::Certificate::from_pem(pem.as_bytes()).map_err(|e| e.to_string())?;
@@ -320,7 +320,7 @@ impl JwtAuthenticator {
     }
 
     /// The issuer URL this authenticator accepts.
-    pub fn issuer(&self) -> &str {
+    pub(crate) fn issuer(&self) -> &str {
         &self.cfg.issuer.url
     }
 
@@ -390,7 +390,7 @@ impl JwtAuthenticator {
     /// Verifies a token and maps its claims to a user.
     ///
     /// Errors: the reason the token was refused (logged, never shown to the caller).
-    pub async fn authenticate(&self, token: &str) -> Result<UserInfo, String> {
+    pub(crate) async fn authenticate(&self, token: &str) -> Result<UserInfo, String> {
         let header = jsonwebtoken::decode_header(token).map_err(|e| e.to_string())?;
         if matches!(
             header.alg,
@@ -459,7 +459,7 @@ impl JwtAuthenticator {
             "groups": user.groups, "extra": user.extra,
         });
         for rule in &self.cfg.user_validation_rules {
-            match crate::admission::eval(&rule.expression, &[("user", &value)]) {
+            match crate::cel::eval(&rule.expression, &[("user", &value)]) {
                 Ok(Value::Bool(true)) => {}
                 Ok(_) => return Err(format!("user validation rule failed: {}", rule.message)),
                 Err(e) => return Err(format!("user validation rule {}: {e}", rule.expression)),
@@ -471,7 +471,7 @@ impl JwtAuthenticator {
 
 /// All configured authenticators.
 #[derive(Debug, Default)]
-pub struct Authenticator {
+pub(crate) struct Authenticator {
     tokens: std::sync::RwLock<Vec<StaticToken>>,
     jwt: Vec<Arc<JwtAuthenticator>>,
 }
@@ -480,7 +480,7 @@ impl Authenticator {
     /// Static tokens plus JWT authenticators.
     ///
     /// Errors: a JWT authenticator that cannot be built.
-    pub fn new(
+    pub(crate) fn new(
         tokens: Vec<StaticToken>,
         cfg: Option<&AuthenticationConfiguration>,
     ) -> Result<Self, String> {
@@ -497,14 +497,14 @@ impl Authenticator {
     }
 
     /// Adds a static token (replacing one with the same value).
-    pub fn add_token(&self, token: StaticToken) {
+    pub(crate) fn add_token(&self, token: StaticToken) {
         let mut tokens = self.tokens.write().unwrap_or_else(|e| e.into_inner());
         tokens.retain(|t| t.token != token.token);
         tokens.push(token);
     }
 
     /// Authenticates a bearer token; `None` means 401.
-    pub async fn authenticate(&self, token: &str) -> Option<UserInfo> {
+    pub(crate) async fn authenticate(&self, token: &str) -> Option<UserInfo> {
         let found = self
             .tokens
             .read()

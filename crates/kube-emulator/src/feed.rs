@@ -1,5 +1,6 @@
-//! Watch fan-out: a change log per resource type that open watches read at their own pace,
-//! and a dispatcher task that wakes the watches of a changed type in slices.
+//! Watch fan-out: the changes writes produce (`Change`, with its encoded watch line), a
+//! change log per resource type that open watches read at their own pace, and a
+//! dispatcher task that wakes the watches of a changed type in slices.
 //!
 //! A write appends its change to its type's log and, if watches of that type are parked,
 //! hands the type to the dispatcher: it never wakes a watch itself, so a write costs the
@@ -10,40 +11,88 @@
 //! together (one chunk, one TLS record), so the more the fan-out falls behind, the less
 //! each change costs.
 //!
-//! A round that wakes [`SPACED_FANOUT`] watches or more starts at least [`ROUND_SPACING`]
+//! A round that wakes `SPACED_FANOUT` watches or more starts at least `ROUND_SPACING`
 //! after the type's previous round: a round's cost is one write per watch whatever it
 //! carries, so this bounds the fan-out's cost for a type with hundreds of watches
 //! (40 rounds a second) however fast it is written, at the price of up to
-//! [`ROUND_SPACING`] more delivery latency while writes come faster than that. Smaller
+//! `ROUND_SPACING` more delivery latency while writes come faster than that. Smaller
 //! fan-outs, and the first change after a quiet spell, are woken at once.
 //!
 //! Only watches of the changed type are woken (a watch serves one type, as in the real
-//! API server's per-type watch cache). Each type's log keeps at most [`LOG_CAPACITY`]
+//! API server's per-type watch cache). Each type's log keeps at most `LOG_CAPACITY`
 //! changes that some watch has not read; a watch further behind has lagged and ends with
 //! an `ERROR` event, `410 Expired` (the real server closes a watch that cannot keep up).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::store::Change;
+/// A change, as streamed by watches.
+#[derive(Debug, Clone)]
+pub(crate) struct Change {
+    /// The `resourceVersion` this change produced.
+    pub(crate) rv: u64,
+    /// API group.
+    pub(crate) group: String,
+    /// Resource plural.
+    pub(crate) plural: String,
+    /// `ADDED`, `MODIFIED` or `DELETED`.
+    pub(crate) kind: &'static str,
+    /// The object after the change (for `DELETED`, its last state with the deletion's RV).
+    pub(crate) object: Value,
+    /// For `MODIFIED`: the object before the change (watches use it to turn an object
+    /// entering or leaving a selector into `ADDED` or `DELETED`, as the watch cache does).
+    pub(crate) prev: Option<Value>,
+    /// The encoded watch line (`{"type":…,"object":…}\n`), computed once and shared by
+    /// every watch that sends this change unchanged.
+    pub(crate) line: OnceLock<bytes::Bytes>,
+}
+
+impl Change {
+    /// The watch event line for this change, encoded once.
+    pub(crate) fn line(&self) -> bytes::Bytes {
+        self.line
+            .get_or_init(|| {
+                let mut line = serde_json::to_vec(
+                    &serde_json::json!({"type": self.kind, "object": self.object}),
+                )
+                .unwrap_or_default();
+                line.push(b'\n');
+                bytes::Bytes::from(line)
+            })
+            .clone()
+    }
+}
+
+/// A watch event line, `{"type":<kind>,"object":<object_json>}\n`, from an object
+/// already encoded.
+pub(crate) fn event_line(kind: &str, object_json: &[u8]) -> bytes::Bytes {
+    let mut line = Vec::with_capacity(object_json.len() + 32);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(kind.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    line.extend_from_slice(object_json);
+    line.extend_from_slice(b"}\n");
+    bytes::Bytes::from(line)
+}
 
 /// Most changes a type's log keeps for watches that have not read them yet.
-pub const LOG_CAPACITY: usize = 16_384;
+pub(crate) const LOG_CAPACITY: usize = 16_384;
 
 /// Watches the dispatcher wakes before it lets other tasks run.
 pub const WAKE_SLICE: usize = 32;
 
 /// Parked watches from which a type's wake rounds are spaced by [`ROUND_SPACING`].
-pub const SPACED_FANOUT: usize = 256;
+pub(crate) const SPACED_FANOUT: usize = 256;
 
 /// Least time between the starts of two wake rounds of [`SPACED_FANOUT`] watches or more.
-pub const ROUND_SPACING: Duration = Duration::from_millis(25);
+pub(crate) const ROUND_SPACING: Duration = Duration::from_millis(25);
 
 /// `(group, plural)`.
 type TypeKey = (String, String);
@@ -51,7 +100,7 @@ type TypeKey = (String, String);
 /// The fan-out hub, shared by the store (which publishes), open watches (which read) and
 /// the dispatcher task ([`Feed::dispatch`]).
 #[derive(Default)]
-pub struct Feed {
+pub(crate) struct Feed {
     topics: Mutex<HashMap<TypeKey, Arc<Topic>>>,
     /// Types with parked watches and new changes, for the dispatcher.
     ready: Mutex<Vec<Arc<Topic>>>,
@@ -119,7 +168,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Feed {
     /// An empty feed; nothing is woken until [`Feed::dispatch`] runs.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -137,7 +186,7 @@ impl Feed {
     /// dispatcher wakes them (or at their next read); nothing is woken here.
     ///
     /// The store calls this under its lock, in resourceVersion order.
-    pub fn publish(&self, change: Arc<Change>) {
+    pub(crate) fn publish(&self, change: Arc<Change>) {
         let topic = self.topic(&change.group, &change.plural);
         let hand_over = {
             let mut st = topic.lock();
@@ -161,7 +210,7 @@ impl Feed {
     ///
     /// The store calls this under its lock, so that a watch's replayed history and its
     /// subscription meet exactly (nothing missed, nothing repeated).
-    pub fn subscribe(&self, group: &str, plural: &str) -> Subscriber {
+    pub(crate) fn subscribe(&self, group: &str, plural: &str) -> Subscriber {
         let topic = self.topic(group, plural);
         let next = {
             let mut st = topic.lock();
@@ -176,7 +225,7 @@ impl Feed {
     }
 
     /// Ends every watch: subscribers see [`Recv::Closed`] (the server is stopping).
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         let topics: Vec<Arc<Topic>> = lock(&self.topics).values().cloned().collect();
         for topic in topics {
@@ -192,7 +241,7 @@ impl Feed {
     /// The dispatcher: wakes the parked watches of every type with new changes,
     /// [`WAKE_SLICE`] at a time, yielding to other tasks between slices, and large rounds
     /// no more often than [`ROUND_SPACING`]. Runs until the task is aborted.
-    pub async fn dispatch(self: Arc<Self>) {
+    pub(crate) async fn dispatch(self: Arc<Self>) {
         let mut deferred: Vec<(Instant, Arc<Topic>)> = Vec::new();
         loop {
             match deferred.iter().map(|(due, _)| *due).min() {
@@ -229,7 +278,7 @@ impl Feed {
 
 /// What [`Subscriber::poll_recv`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Recv {
+pub(crate) enum Recv {
     /// Changes were appended to the caller's buffer.
     Changes,
     /// More than [`LOG_CAPACITY`] changes were published since this subscriber last read:
@@ -240,7 +289,7 @@ pub enum Recv {
 }
 
 /// One watch's position in its type's change log.
-pub struct Subscriber {
+pub(crate) struct Subscriber {
     topic: Arc<Topic>,
     /// Sequence number of the next change to read.
     next: u64,
@@ -252,7 +301,7 @@ impl Subscriber {
     /// Appends up to `max` unread changes to `out`, in order. With none to read, parks the
     /// caller (its waker is called once a change arrives, by the dispatcher) and returns
     /// `Pending`.
-    pub fn poll_recv(
+    pub(crate) fn poll_recv(
         &mut self,
         cx: &mut Context<'_>,
         out: &mut Vec<Arc<Change>>,

@@ -20,61 +20,43 @@
 
 #![warn(missing_docs)]
 
-pub mod admission;
 pub mod api;
-pub mod apply;
 pub mod auth;
 pub mod feed;
-pub mod protobuf;
-pub mod rbac;
 pub mod resources;
-pub mod schema;
-pub mod selector;
-pub mod server;
 pub mod status;
 pub mod store;
-pub mod table;
 pub mod tls;
+
+mod admission;
+mod apply;
+mod cel;
+mod clock;
+mod error;
+mod identity;
+mod persist;
+mod protobuf;
+mod rbac;
+mod schema;
+mod seed;
+mod selector;
+mod server;
+mod table;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rand::Rng;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
 
 pub use auth::{AuthenticationConfiguration, StaticToken, UserInfo};
+pub use error::EmulatorError;
+use identity::{load_or_create_identity, random_token};
+use persist::write_snapshot;
 use server::AppState;
 use store::{Snapshot, Store};
-
-/// Errors from starting the emulator.
-#[derive(Debug, thiserror::Error)]
-pub enum EmulatorError {
-    /// The listener could not bind.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// Requested address.
-        addr: SocketAddr,
-        /// Cause.
-        source: std::io::Error,
-    },
-    /// The snapshot file exists but cannot be read or parsed.
-    #[error("cannot load state from {path}: {reason}")]
-    State {
-        /// Snapshot path.
-        path: PathBuf,
-        /// Cause.
-        reason: String,
-    },
-    /// A JWT authenticator could not be built.
-    #[error("invalid authentication configuration: {0}")]
-    Authentication(String),
-    /// TLS material could not be generated.
-    #[error("TLS setup failed: {0}")]
-    Tls(String),
-}
 
 /// How to run the emulator.
 #[derive(Debug, Clone)]
@@ -139,179 +121,6 @@ pub struct Emulator {
     state_file: Option<PathBuf>,
 }
 
-fn random_token() -> String {
-    let bytes: [u8; 24] = rand::thread_rng().r#gen();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn seed(store: &mut Store) {
-    let ctx_user = UserInfo::new("system:apiserver", &["system:masters"]);
-    let mut ctx = api::Ctx::new(&ctx_user);
-    let mut create =
-        |store: &mut Store, group: &str, version: &str, plural: &str, ns: &str, obj: Value| {
-            if let Some(def) = store.registry.get(group, version, plural) {
-                let name = obj["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                if store.get(group, plural, ns, &name).is_none()
-                    && let Err(e) = api::create(store, &def, ns, obj, &mut ctx)
-                {
-                    tracing::warn!(error = %e, "seed object refused");
-                }
-            }
-        };
-    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-        create(
-            store,
-            "",
-            "v1",
-            "namespaces",
-            "",
-            json!({"metadata": {"name": ns}}),
-        );
-    }
-    let rbac = "rbac.authorization.k8s.io";
-    let roles = [
-        (
-            "cluster-admin",
-            json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}]),
-        ),
-        (
-            "system:discovery",
-            json!([{"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/readyz", "/openapi", "/openapi/*", "/version", "/version/"], "verbs": ["get"]}]),
-        ),
-        (
-            "system:basic-user",
-            json!([
-                {"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
-                {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]}
-            ]),
-        ),
-    ];
-    for (name, rules) in roles {
-        create(
-            store,
-            rbac,
-            "v1",
-            "clusterroles",
-            "",
-            json!({"metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}}, "rules": rules}),
-        );
-    }
-    for (name, role, group) in [
-        ("cluster-admin", "cluster-admin", "system:masters"),
-        (
-            "system:discovery",
-            "system:discovery",
-            "system:authenticated",
-        ),
-        (
-            "system:basic-user",
-            "system:basic-user",
-            "system:authenticated",
-        ),
-    ] {
-        create(
-            store,
-            rbac,
-            "v1",
-            "clusterrolebindings",
-            "",
-            json!({
-                "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-                "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": role},
-                "subjects": [{"apiGroup": rbac, "kind": "Group", "name": group}]
-            }),
-        );
-    }
-}
-
-/// What the identity file holds.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Identity {
-    admin_token: String,
-    ca_pem: String,
-    /// Base64 DER.
-    cert_der: String,
-    /// Base64 PKCS#8 DER.
-    key_der: String,
-}
-
-impl Identity {
-    fn certs(&self) -> Result<tls::Certs, EmulatorError> {
-        use base64::Engine;
-        let b64 = base64::engine::general_purpose::STANDARD;
-        let cert = b64
-            .decode(&self.cert_der)
-            .map_err(|e| EmulatorError::Tls(e.to_string()))?;
-        let key = b64
-            .decode(&self.key_der)
-            .map_err(|e| EmulatorError::Tls(e.to_string()))?;
-        Ok(tls::Certs {
-            ca_pem: self.ca_pem.clone(),
-            cert_der: cert.into(),
-            key_der: key,
-        })
-    }
-}
-
-fn load_or_create_identity(
-    path: &PathBuf,
-    admin_token: Option<&str>,
-) -> Result<Identity, EmulatorError> {
-    use base64::Engine;
-    let state_err = |reason: String| EmulatorError::State {
-        path: path.clone(),
-        reason,
-    };
-    if path.exists() {
-        let text = std::fs::read(path).map_err(|e| state_err(e.to_string()))?;
-        let mut id: Identity =
-            serde_json::from_slice(&text).map_err(|e| state_err(e.to_string()))?;
-        if let Some(t) = admin_token {
-            id.admin_token = t.to_string();
-        }
-        return Ok(id);
-    }
-    let certs = tls::generate().map_err(EmulatorError::Tls)?;
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let id = Identity {
-        admin_token: admin_token.map(str::to_string).unwrap_or_else(random_token),
-        ca_pem: certs.ca_pem,
-        cert_der: b64.encode(certs.cert_der.as_ref()),
-        key_der: b64.encode(&certs.key_der),
-    };
-    let bytes = serde_json::to_vec_pretty(&id).map_err(|e| state_err(e.to_string()))?;
-    write_private(path, &bytes).map_err(|e| state_err(e.to_string()))?;
-    Ok(id)
-}
-
-/// Writes a file readable by its owner only (it holds a private key and a token).
-fn write_private(path: &PathBuf, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    options.open(path)?.write_all(bytes)
-}
-
-fn write_snapshot(path: &PathBuf, snap: &Snapshot) {
-    let tmp = path.with_extension("tmp");
-    match serde_json::to_vec(snap) {
-        Ok(bytes) => {
-            if let Err(e) = write_private(&tmp, &bytes).and_then(|_| std::fs::rename(&tmp, path)) {
-                tracing::warn!(path = %path.display(), error = %e, "snapshot not written");
-            }
-        }
-        Err(e) => tracing::warn!(error = %e, "snapshot not serialised"),
-    }
-}
-
 impl Emulator {
     /// Starts the server on a tokio runtime (must be called inside one).
     ///
@@ -366,7 +175,7 @@ impl Emulator {
                 api::register_crd(&mut store, &crd);
             }
         }
-        seed(&mut store);
+        seed::seed(&mut store);
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| EmulatorError::Bind {

@@ -329,7 +329,7 @@ fn decode_message(buf: &[u8], fields: &[F]) -> Result<Value, String> {
 ///
 /// Errors: a missing `k8s\0` magic, malformed protobuf, or a kind this emulator cannot
 /// decode (the caller answers 415).
-pub fn decode(body: &[u8]) -> Result<Value, String> {
+pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
     let rest = body
         .strip_prefix(b"k8s\0")
         .ok_or("missing protobuf magic")?;

@@ -15,33 +15,33 @@ const RBAC: &str = "rbac.authorization.k8s.io";
 /// What is being attempted (`authorization.k8s.io/v1` `ResourceAttributes` /
 /// `NonResourceAttributes`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Attributes {
+pub(crate) struct Attributes {
     /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`,
     /// `impersonate`, …
-    pub verb: String,
+    pub(crate) verb: String,
     /// Namespace, empty for cluster scope.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// API group (empty for core).
-    pub group: String,
+    pub(crate) group: String,
     /// Resource plural.
-    pub resource: String,
+    pub(crate) resource: String,
     /// Subresource (`status`).
-    pub subresource: String,
+    pub(crate) subresource: String,
     /// Object name, if any.
-    pub name: String,
+    pub(crate) name: String,
     /// For non-resource requests: the URL path.
-    pub path: String,
+    pub(crate) path: String,
     /// True for `/api`, `/apis` resource requests.
-    pub resource_request: bool,
+    pub(crate) resource_request: bool,
 }
 
 /// The authorizer's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
+pub(crate) struct Decision {
     /// Allowed or not.
-    pub allowed: bool,
+    pub(crate) allowed: bool,
     /// `RBAC: allowed by …` when allowed, empty otherwise.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 fn contains(list: Option<&Value>, want: &str) -> bool {
@@ -52,7 +52,7 @@ fn contains(list: Option<&Value>, want: &str) -> bool {
 }
 
 /// Whether one PolicyRule allows the attributes (`RuleAllows` in the RBAC authorizer).
-pub fn rule_allows(rule: &Value, a: &Attributes) -> bool {
+pub(crate) fn rule_allows(rule: &Value, a: &Attributes) -> bool {
     if !contains(rule.get("verbs"), &a.verb) {
         return false;
     }
@@ -126,7 +126,7 @@ fn rules_of(store: &Store, kind: &str, name: &str, ns: &str) -> Vec<Value> {
 }
 
 /// Decides a request (`system:masters` always allowed).
-pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> Decision {
+pub(crate) fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> Decision {
     if user.groups.iter().any(|g| g == "system:masters") {
         return Decision {
             allowed: true,
@@ -207,7 +207,7 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> Decision {
 
 /// Every rule that applies to the user in a namespace (cluster-wide bindings plus the
 /// namespace's RoleBindings), for SelfSubjectRulesReview. `system:masters` gets `*`.
-pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> Vec<Value> {
+pub(crate) fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> Vec<Value> {
     if user.groups.iter().any(|g| g == "system:masters") {
         return vec![
             serde_json::json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}),
@@ -352,7 +352,7 @@ fn missing_rules(store: &Store, user: &UserInfo, namespace: &str, rules: &[Value
 /// a binding needs `bind` on the role or the role's rules.
 ///
 /// Errors: the real `Forbidden` text (`… is attempting to grant RBAC permissions not currently held: …`).
-pub fn check_escalation(
+pub(crate) fn check_escalation(
     store: &Store,
     user: &UserInfo,
     plural: &str,
@@ -431,7 +431,7 @@ pub fn check_escalation(
 
 /// The real server's denial message, e.g.
 /// `configmaps "x" is forbidden: User "alice" cannot get resource "configmaps" in API group "" in the namespace "default"`.
-pub fn forbidden_message(user: &UserInfo, a: &Attributes) -> String {
+pub(crate) fn forbidden_message(user: &UserInfo, a: &Attributes) -> String {
     if !a.resource_request {
         return format!(
             "forbidden: User \"{}\" cannot {} path \"{}\"",

@@ -14,7 +14,7 @@ use crate::schema::CrdSchema;
 
 /// What a resource does beyond plain storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Special {
+pub(crate) enum Special {
     /// Stored objects.
     None,
     /// `authorization.k8s.io` SelfSubjectAccessReview (create-only, not stored).
@@ -29,52 +29,52 @@ pub enum Special {
 
 /// One `additionalPrinterColumns` entry of a CRD version.
 #[derive(Debug, Clone)]
-pub struct PrinterColumn {
+pub(crate) struct PrinterColumn {
     /// Column header.
-    pub name: String,
+    pub(crate) name: String,
     /// OpenAPI type: `string`, `integer`, `number`, `boolean`, `date`.
-    pub type_: String,
+    pub(crate) type_: String,
     /// Simple JSONPath, e.g. `.status.phase`.
-    pub json_path: String,
+    pub(crate) json_path: String,
     /// 0 shows in `kubectl get`; higher only with `-o wide`.
-    pub priority: i64,
+    pub(crate) priority: i64,
     /// Column description.
-    pub description: String,
+    pub(crate) description: String,
 }
 
 /// A resource type served at `/api/v1/…` or `/apis/<group>/<version>/…`.
 #[derive(Debug, Clone)]
 pub struct ResourceDef {
     /// API group, empty for core.
-    pub group: String,
+    pub(crate) group: String,
     /// Served version.
-    pub version: String,
+    pub(crate) version: String,
     /// Lower-case plural (`configmaps`).
-    pub plural: String,
+    pub(crate) plural: String,
     /// Lower-case singular (`configmap`).
-    pub singular: String,
+    pub(crate) singular: String,
     /// Kind (`ConfigMap`).
-    pub kind: String,
+    pub(crate) kind: String,
     /// Whether objects live in namespaces.
-    pub namespaced: bool,
+    pub(crate) namespaced: bool,
     /// Short names for kubectl (`cm`).
-    pub short_names: Vec<String>,
+    pub(crate) short_names: Vec<String>,
     /// Categories (`all`).
-    pub categories: Vec<String>,
+    pub(crate) categories: Vec<String>,
     /// The `status` subresource is enabled (CR semantics: spec and status written separately).
-    pub status_subresource: bool,
+    pub(crate) status_subresource: bool,
     /// Objects carry `metadata.generation` (CRs, CRDs).
-    pub has_generation: bool,
+    pub(crate) has_generation: bool,
     /// Special handling.
-    pub special: Special,
+    pub(crate) special: Special,
     /// CRD schema, for validation and pruning.
-    pub schema: Option<Arc<CrdSchema>>,
+    pub(crate) schema: Option<Arc<CrdSchema>>,
     /// CRD printer columns.
-    pub printer_columns: Vec<PrinterColumn>,
+    pub(crate) printer_columns: Vec<PrinterColumn>,
     /// True for CRD-defined kinds.
-    pub custom: bool,
+    pub(crate) custom: bool,
     /// Extra field-selector paths (CRD `selectableFields`, dotted without the leading dot).
-    pub selectable_fields: Vec<String>,
+    pub(crate) selectable_fields: Vec<String>,
 }
 
 impl ResourceDef {
@@ -120,7 +120,7 @@ impl ResourceDef {
 
     /// Whether `field` may be used in a field selector on this type (as the real server
     /// allows per kind).
-    pub fn field_selectable(&self, field: &str) -> bool {
+    pub(crate) fn field_selectable(&self, field: &str) -> bool {
         if matches!(field, "metadata.name" | "metadata.namespace") {
             return true;
         }
@@ -143,7 +143,7 @@ impl ResourceDef {
     }
 
     /// `v1` or `<group>/<version>`.
-    pub fn api_version(&self) -> String {
+    pub(crate) fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.clone()
         } else {
@@ -152,7 +152,7 @@ impl ResourceDef {
     }
 
     /// The verbs listed in discovery.
-    pub fn verbs(&self) -> Vec<&'static str> {
+    pub(crate) fn verbs(&self) -> Vec<&'static str> {
         match self.special {
             Special::None => vec![
                 "create",
@@ -169,7 +169,7 @@ impl ResourceDef {
     }
 
     /// The URL path of the collection (`/api/v1/namespaces/ns/configmaps`).
-    pub fn collection_path(&self, namespace: Option<&str>) -> String {
+    pub(crate) fn collection_path(&self, namespace: Option<&str>) -> String {
         let prefix = if self.group.is_empty() {
             format!("/api/{}", self.version)
         } else {
@@ -183,7 +183,7 @@ impl ResourceDef {
 }
 
 /// The built-in resource types (those of issue 5, plus what kubectl and kube-rs commonly touch).
-pub fn builtins() -> Vec<ResourceDef> {
+pub(crate) fn builtins() -> Vec<ResourceDef> {
     use ResourceDef as R;
     vec![
         R::builtin("", "v1", "namespaces", "Namespace", false)
@@ -282,7 +282,7 @@ pub fn builtins() -> Vec<ResourceDef> {
 /// Resource types derived from one CRD object (one per served version).
 ///
 /// Errors: a human-readable reason when the CRD is malformed or its schema does not compile.
-pub fn from_crd(crd: &Value) -> Result<Vec<ResourceDef>, String> {
+pub(crate) fn from_crd(crd: &Value) -> Result<Vec<ResourceDef>, String> {
     let spec = crd.get("spec").ok_or("spec: Required value")?;
     let group = spec
         .get("group")
@@ -393,7 +393,7 @@ pub struct Registry {
 
 impl Registry {
     /// A registry with the built-in types.
-    pub fn with_builtins() -> Self {
+    pub(crate) fn with_builtins() -> Self {
         let mut r = Self::default();
         for d in builtins() {
             r.insert(d);
@@ -402,7 +402,7 @@ impl Registry {
     }
 
     /// Adds or replaces a type.
-    pub fn insert(&mut self, def: ResourceDef) {
+    pub(crate) fn insert(&mut self, def: ResourceDef) {
         match self.group_order.iter_mut().find(|(g, _)| *g == def.group) {
             Some((_, versions)) => {
                 if !versions.contains(&def.version) {
@@ -420,7 +420,7 @@ impl Registry {
     }
 
     /// Removes every version of `<plural>.<group>` (a deleted CRD).
-    pub fn remove_custom(&mut self, group: &str, plural: &str) {
+    pub(crate) fn remove_custom(&mut self, group: &str, plural: &str) {
         self.defs
             .retain(|(g, _, p), d| !(g == group && p == plural && d.custom));
         let remaining: Vec<(String, String)> = self
@@ -442,7 +442,7 @@ impl Registry {
     }
 
     /// Looks a type up by `apiVersion` and `kind`.
-    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceDef>> {
+    pub(crate) fn by_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceDef>> {
         let (group, version) = split_api_version(api_version);
         self.defs
             .values()
@@ -451,7 +451,7 @@ impl Registry {
     }
 
     /// Every served version of a group/plural (a CRD may serve several).
-    pub fn versions_of(&self, group: &str, plural: &str) -> Vec<Arc<ResourceDef>> {
+    pub(crate) fn versions_of(&self, group: &str, plural: &str) -> Vec<Arc<ResourceDef>> {
         self.defs
             .values()
             .filter(|d| d.group == group && d.plural == plural)
@@ -460,12 +460,12 @@ impl Registry {
     }
 
     /// Whether a group/version is served.
-    pub fn has_group_version(&self, group: &str, version: &str) -> bool {
+    pub(crate) fn has_group_version(&self, group: &str, version: &str) -> bool {
         self.defs.keys().any(|(g, v, _)| g == group && v == version)
     }
 
     /// `GET /api`.
-    pub fn api_versions(&self, server_address: &str) -> Value {
+    pub(crate) fn api_versions(&self, server_address: &str) -> Value {
         json!({
             "kind": "APIVersions",
             "versions": ["v1"],
@@ -486,7 +486,7 @@ impl Registry {
     }
 
     /// `GET /apis` (`APIGroupList`).
-    pub fn api_group_list(&self) -> Value {
+    pub(crate) fn api_group_list(&self) -> Value {
         let groups: Vec<Value> = self
             .group_order
             .iter()
@@ -497,7 +497,7 @@ impl Registry {
     }
 
     /// `GET /apis/<group>` (`APIGroup`).
-    pub fn api_group(&self, group: &str) -> Option<Value> {
+    pub(crate) fn api_group(&self, group: &str) -> Option<Value> {
         self.group_order
             .iter()
             .find(|(g, _)| g == group && !g.is_empty())
@@ -510,7 +510,7 @@ impl Registry {
     }
 
     /// `GET /api/v1` or `/apis/<group>/<version>` (`APIResourceList`), or `None` if not served.
-    pub fn api_resource_list(&self, group: &str, version: &str) -> Option<Value> {
+    pub(crate) fn api_resource_list(&self, group: &str, version: &str) -> Option<Value> {
         if !self.has_group_version(group, version) {
             return None;
         }
@@ -558,7 +558,7 @@ impl Registry {
     }
 
     /// `GET /openapi/v3`: the index of group-version documents.
-    pub fn openapi_v3_index(&self) -> Value {
+    pub(crate) fn openapi_v3_index(&self) -> Value {
         let mut paths = serde_json::Map::new();
         let mut gvs: Vec<(String, String)> = self
             .defs
@@ -583,7 +583,7 @@ impl Registry {
     /// `GET /openapi/v3/<api|apis/group>/<version>`: a minimal OpenAPI 3 document that
     /// declares, for every kind, a PATCH operation accepting `fieldValidation` (so kubectl
     /// leaves field validation to the server) and the CRD schemas.
-    pub fn openapi_v3_doc(&self, group: &str, version: &str) -> Option<Value> {
+    pub(crate) fn openapi_v3_doc(&self, group: &str, version: &str) -> Option<Value> {
         if !self.has_group_version(group, version) {
             return None;
         }
@@ -645,7 +645,7 @@ impl Registry {
 }
 
 /// Splits `group/version` (or `v1`) into `(group, version)`.
-pub fn split_api_version(api_version: &str) -> (&str, &str) {
+pub(crate) fn split_api_version(api_version: &str) -> (&str, &str) {
     match api_version.split_once('/') {
         Some((g, v)) => (g, v),
         None => ("", api_version),

@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 use crate::status::Cause;
 
 /// A compiled CRD version schema.
-pub struct CrdSchema {
+pub(crate) struct CrdSchema {
     /// The `openAPIV3Schema` as written in the CRD.
-    pub raw: Value,
+    pub(crate) raw: Value,
     validator: jsonschema::Validator,
 }
 
@@ -175,7 +175,7 @@ fn bound_message(
 /// Whether a schema error keeps kube-apiserver from evaluating the CEL rules (its
 /// `hasBlockingErr`: a wrong type, a missing required field, an unsupported enum value, a
 /// string or list over its maximum).
-pub fn blocks_rules(cause: &Cause) -> bool {
+pub(crate) fn blocks_rules(cause: &Cause) -> bool {
     matches!(
         cause.reason.as_str(),
         "FieldValueTypeInvalid"
@@ -187,7 +187,7 @@ pub fn blocks_rules(cause: &Cause) -> bool {
 }
 
 /// The cause kube-apiserver adds when [`blocks_rules`] kept it from evaluating the rules.
-pub fn rules_not_checked() -> Cause {
+pub(crate) fn rules_not_checked() -> Cause {
     Cause {
         reason: "FieldValueInvalid".into(),
         message: "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
@@ -196,7 +196,7 @@ pub fn rules_not_checked() -> Cause {
 }
 
 /// `/spec/items/0/name` → `spec.items[0].name`.
-pub fn pointer_to_field(pointer: &str) -> String {
+pub(crate) fn pointer_to_field(pointer: &str) -> String {
     let mut out = String::new();
     for seg in pointer.split('/').skip(1) {
         let seg = seg.replace("~1", "/").replace("~0", "~");
@@ -228,7 +228,7 @@ impl CrdSchema {
     /// Compiles an `openAPIV3Schema`.
     ///
     /// Errors: the JSON Schema compiler's message when the schema is not valid.
-    pub fn compile(raw: &Value) -> Result<Self, String> {
+    pub(crate) fn compile(raw: &Value) -> Result<Self, String> {
         let schema = to_json_schema(raw);
         let validator = jsonschema::options()
             .with_draft(jsonschema::Draft::Draft4)
@@ -243,7 +243,7 @@ impl CrdSchema {
 
     /// Validates an object (metadata is not checked against the schema, as in Kubernetes
     /// where ObjectMeta is validated separately). Returns the field causes, empty when valid.
-    pub fn validate(&self, object: &Value) -> Vec<Cause> {
+    pub(crate) fn validate(&self, object: &Value) -> Vec<Cause> {
         let mut instance = object.clone();
         if let Some(map) = instance.as_object_mut() {
             map.remove("metadata");
@@ -341,14 +341,14 @@ impl CrdSchema {
     /// transition rules, which are skipped when there is no old value), as in
     /// <https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#validation-rules>.
     /// Not called when a schema error [`blocks_rules`].
-    pub fn validate_rules(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
+    pub(crate) fn validate_rules(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
         let mut causes = Vec::new();
         rules_at(&self.raw, object, old, "", &mut causes);
         causes
     }
 
     /// Whether the schema has `x-kubernetes-validations` rules anywhere.
-    pub fn has_rules(&self) -> bool {
+    pub(crate) fn has_rules(&self) -> bool {
         fn any(v: &Value) -> bool {
             match v {
                 Value::Object(m) => {
@@ -363,7 +363,7 @@ impl CrdSchema {
 
     /// Drops fields the schema does not declare (Kubernetes pruning). Returns the dotted
     /// paths that were dropped (for `fieldValidation=Strict|Warn`).
-    pub fn prune(&self, object: &mut Value) -> Vec<String> {
+    pub(crate) fn prune(&self, object: &mut Value) -> Vec<String> {
         let mut dropped = Vec::new();
         if let Value::Object(map) = object {
             let props = self.raw.get("properties");
@@ -473,12 +473,12 @@ fn rules_at(
             } else {
                 vars.push(("oldSelf", &null));
             }
-            let failed = match crate::admission::eval(rule, &vars) {
+            let failed = match crate::cel::eval(rule, &vars) {
                 Ok(Value::Bool(true)) => None,
                 Ok(_) => Some(
                     r.get("messageExpression")
                         .and_then(Value::as_str)
-                        .and_then(|m| crate::admission::eval(m, &vars).ok())
+                        .and_then(|m| crate::cel::eval(m, &vars).ok())
                         .and_then(|v| v.as_str().map(str::to_string))
                         .or_else(|| r.get("message").and_then(Value::as_str).map(str::to_string))
                         .unwrap_or_else(|| format!("failed rule: {rule}")),

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 /// One requirement of a label selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Requirement {
+pub(crate) enum Requirement {
     /// `key=value`, `key==value`, `key in (a,b)`.
     In(String, Vec<String>),
     /// `key!=value`, `key notin (a,b)` (also matches when the key is absent).
@@ -21,7 +21,7 @@ pub enum Requirement {
 
 /// A parsed label selector: all requirements must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LabelSelector(pub Vec<Requirement>);
+pub(crate) struct LabelSelector(pub(crate) Vec<Requirement>);
 
 /// Splits on commas that are not inside parentheses.
 fn split_top(s: &str) -> Vec<String> {
@@ -67,7 +67,7 @@ impl LabelSelector {
     /// Parses the `labelSelector` query parameter.
     ///
     /// Errors: a message like the real server's `unable to parse requirement`.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub(crate) fn parse(s: &str) -> Result<Self, String> {
         let mut reqs = Vec::new();
         for part in split_top(s) {
             if let Some(key) = part.strip_prefix('!') {
@@ -94,7 +94,7 @@ impl LabelSelector {
     }
 
     /// Builds a selector from a `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`).
-    pub fn from_object(sel: &Value) -> Self {
+    pub(crate) fn from_object(sel: &Value) -> Self {
         let mut reqs = Vec::new();
         if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
             for (k, v) in m {
@@ -127,7 +127,7 @@ impl LabelSelector {
     }
 
     /// Whether the object's `metadata.labels` satisfy every requirement.
-    pub fn matches(&self, object: &Value) -> bool {
+    pub(crate) fn matches(&self, object: &Value) -> bool {
         if self.0.is_empty() {
             return true;
         }
@@ -144,14 +144,14 @@ impl LabelSelector {
 
 /// A parsed field selector (`metadata.name=x,metadata.namespace!=y`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FieldSelector(pub Vec<(String, bool, String)>);
+pub(crate) struct FieldSelector(pub(crate) Vec<(String, bool, String)>);
 
 impl FieldSelector {
     /// Parses the `fieldSelector` query parameter; each term is `path=value`, `path==value`
     /// or `path!=value`, with a dotted path into the object.
     ///
     /// Errors: `invalid selector` for a term without an operator.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub(crate) fn parse(s: &str) -> Result<Self, String> {
         let mut terms = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             if let Some((k, v)) = part.split_once("!=") {
@@ -170,7 +170,7 @@ impl FieldSelector {
     }
 
     /// Whether the object satisfies every term (a missing field compares as `""`).
-    pub fn matches(&self, object: &Value) -> bool {
+    pub(crate) fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|(path, eq, want)| {
             let got = path.split('.').try_fold(object, |v, k| v.get(k));
             let equal = match got {

@@ -9,13 +9,13 @@ use serde_json::{Value, json};
 
 /// One field problem inside an `Invalid` status (`details.causes[]`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Cause {
+pub(crate) struct Cause {
     /// `FieldValueInvalid`, `FieldValueRequired`, `FieldValueNotSupported`, …
-    pub reason: String,
+    pub(crate) reason: String,
     /// Human-readable text, e.g. `Invalid value: "x": must be an integer`.
-    pub message: String,
+    pub(crate) message: String,
     /// Dotted field path, e.g. `spec.ttlSeconds`.
-    pub field: String,
+    pub(crate) field: String,
 }
 
 /// An API error rendered as a `Status` object with the HTTP code of its `reason`.
@@ -26,11 +26,11 @@ pub struct ApiError {
     /// `metav1.StatusReason`, e.g. `NotFound`.
     pub reason: &'static str,
     /// The full message as the real server writes it.
-    pub message: String,
+    pub(crate) message: String,
     /// `details.group`, `details.kind` (the resource plural, as the server does), `details.name`.
-    pub details: Option<Box<(String, String, String)>>,
+    pub(crate) details: Option<Box<(String, String, String)>>,
     /// `details.causes`.
-    pub causes: Vec<Cause>,
+    pub(crate) causes: Vec<Cause>,
 }
 
 impl std::fmt::Display for ApiError {
@@ -42,7 +42,7 @@ impl std::fmt::Display for ApiError {
 impl std::error::Error for ApiError {}
 
 /// `<plural>.<group>` or `<plural>` for the core group, as used in messages.
-pub fn qualified(group: &str, plural: &str) -> String {
+pub(crate) fn qualified(group: &str, plural: &str) -> String {
     if group.is_empty() {
         plural.to_string()
     } else {
@@ -71,7 +71,7 @@ impl ApiError {
     }
 
     /// 404 `NotFound`: `<resource> "<name>" not found`.
-    pub fn not_found(group: &str, plural: &str, name: &str) -> Self {
+    pub(crate) fn not_found(group: &str, plural: &str, name: &str) -> Self {
         Self::new(
             404,
             "NotFound",
@@ -81,7 +81,7 @@ impl ApiError {
     }
 
     /// 409 `AlreadyExists`.
-    pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
+    pub(crate) fn already_exists(group: &str, plural: &str, name: &str) -> Self {
         Self::new(
             409,
             "AlreadyExists",
@@ -91,7 +91,7 @@ impl ApiError {
     }
 
     /// 409 `Conflict` for a stale `resourceVersion` (optimistic concurrency).
-    pub fn conflict(group: &str, plural: &str, name: &str) -> Self {
+    pub(crate) fn conflict(group: &str, plural: &str, name: &str) -> Self {
         Self::new(
             409,
             "Conflict",
@@ -104,7 +104,7 @@ impl ApiError {
     }
 
     /// 409 `Conflict` with a custom explanation (e.g. a UID precondition).
-    pub fn conflict_msg(group: &str, plural: &str, name: &str, why: &str) -> Self {
+    pub(crate) fn conflict_msg(group: &str, plural: &str, name: &str, why: &str) -> Self {
         Self::new(
             409,
             "Conflict",
@@ -117,7 +117,7 @@ impl ApiError {
     }
 
     /// 422 `Invalid`: `<Kind>.<group> "<name>" is invalid: <causes joined>`.
-    pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
+    pub(crate) fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
         let qualified_kind = if group.is_empty() {
             kind.to_string()
         } else {
@@ -153,27 +153,27 @@ impl ApiError {
     }
 
     /// 400 `BadRequest`.
-    pub fn bad_request(message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }
 
     /// 401 `Unauthorized`.
-    pub fn unauthorized() -> Self {
+    pub(crate) fn unauthorized() -> Self {
         Self::new(401, "Unauthorized", "Unauthorized")
     }
 
     /// 403 `Forbidden` with the authorizer's message already formatted.
-    pub fn forbidden(message: impl Into<String>) -> Self {
+    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
         Self::new(403, "Forbidden", message)
     }
 
     /// 405 `MethodNotAllowed`.
-    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+    pub(crate) fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)
     }
 
     /// 415 `UnsupportedMediaType`.
-    pub fn unsupported_media_type(content_type: &str) -> Self {
+    pub(crate) fn unsupported_media_type(content_type: &str) -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
@@ -184,12 +184,12 @@ impl ApiError {
     }
 
     /// 410 `Expired` for a watch or list from a compacted resourceVersion.
-    pub fn expired(message: impl Into<String>) -> Self {
+    pub(crate) fn expired(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
     }
 
     /// 404 for an unknown URL (no such resource type).
-    pub fn no_route() -> Self {
+    pub(crate) fn no_route() -> Self {
         Self::new(
             404,
             "NotFound",
@@ -198,7 +198,7 @@ impl ApiError {
     }
 
     /// 500 `InternalError`.
-    pub fn internal(message: impl Into<String>) -> Self {
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
         Self::new(
             500,
             "InternalError",
@@ -207,12 +207,12 @@ impl ApiError {
     }
 
     /// Custom code/reason (used by admission policies).
-    pub fn custom(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn custom(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         Self::new(code, reason, message)
     }
 
     /// The `Status` object (`kind: Status, apiVersion: v1`).
-    pub fn to_status(&self) -> Value {
+    pub(crate) fn to_status(&self) -> Value {
         let mut status = json!({
             "kind": "Status",
             "apiVersion": "v1",
@@ -258,7 +258,7 @@ impl IntoResponse for ApiError {
 }
 
 /// A JSON response with `Content-Type: application/json`.
-pub fn json_response(code: StatusCode, body: &Value) -> Response {
+pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     Response::builder()
         .status(code)

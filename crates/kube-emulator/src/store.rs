@@ -12,57 +12,20 @@ use std::sync::{Arc, OnceLock};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::feed::{Feed, Subscriber};
+use crate::feed::{Change, Feed, Subscriber, event_line};
 use crate::resources::Registry;
 
 /// `(group, plural, namespace, name)`; namespace is empty for cluster-scoped objects.
-pub type ObjKey = (String, String, String, String);
-
-/// A change, as streamed by watches.
-#[derive(Debug, Clone)]
-pub struct Change {
-    /// The `resourceVersion` this change produced.
-    pub rv: u64,
-    /// API group.
-    pub group: String,
-    /// Resource plural.
-    pub plural: String,
-    /// `ADDED`, `MODIFIED` or `DELETED`.
-    pub kind: &'static str,
-    /// The object after the change (for `DELETED`, its last state with the deletion's RV).
-    pub object: Value,
-    /// For `MODIFIED`: the object before the change (watches use it to turn an object
-    /// entering or leaving a selector into `ADDED` or `DELETED`, as the watch cache does).
-    pub prev: Option<Value>,
-    /// The encoded watch line (`{"type":…,"object":…}\n`), computed once and shared by
-    /// every watch that sends this change unchanged.
-    pub line: OnceLock<bytes::Bytes>,
-}
-
-impl Change {
-    /// The watch event line for this change, encoded once.
-    pub fn line(&self) -> bytes::Bytes {
-        self.line
-            .get_or_init(|| {
-                let mut line = serde_json::to_vec(
-                    &serde_json::json!({"type": self.kind, "object": self.object}),
-                )
-                .unwrap_or_default();
-                line.push(b'\n');
-                bytes::Bytes::from(line)
-            })
-            .clone()
-    }
-}
+pub(crate) type ObjKey = (String, String, String, String);
 
 /// An object with its JSON encoding, computed once per write (lists and watches copy
 /// bytes instead of re-serialising).
 #[derive(Debug, Clone)]
-pub struct Stored {
+pub(crate) struct Stored {
     /// The object.
-    pub value: Value,
+    pub(crate) value: Value,
     /// `serde_json` encoding of `value`.
-    pub json: bytes::Bytes,
+    pub(crate) json: bytes::Bytes,
 }
 
 impl Stored {
@@ -72,26 +35,16 @@ impl Stored {
     }
 }
 
-fn event_line(kind: &str, object_json: &[u8]) -> bytes::Bytes {
-    let mut line = Vec::with_capacity(object_json.len() + 32);
-    line.extend_from_slice(b"{\"type\":\"");
-    line.extend_from_slice(kind.as_bytes());
-    line.extend_from_slice(b"\",\"object\":");
-    line.extend_from_slice(object_json);
-    line.extend_from_slice(b"}\n");
-    bytes::Bytes::from(line)
-}
-
 /// Retained changes since a point, and a subscriber for the changes after them.
-pub type Subscription = (Vec<Arc<Change>>, Subscriber);
+pub(crate) type Subscription = (Vec<Arc<Change>>, Subscriber);
 
 /// What a snapshot file holds.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// Last resourceVersion used.
-    pub rv: u64,
+    pub(crate) rv: u64,
     /// Every object with its `(group, plural)`.
-    pub objects: Vec<(String, String, Value)>,
+    pub(crate) objects: Vec<(String, String, Value)>,
 }
 
 /// The store. Callers hold it behind one mutex, so every operation is atomic.
@@ -105,18 +58,19 @@ pub struct Store {
     pub registry: Registry,
     feed: Arc<Feed>,
     /// Set on every write; cleared by the snapshot writer.
-    pub dirty: bool,
+    pub(crate) dirty: bool,
     removals: u64,
 }
 
 /// The watch start point asked for is older than the retained history (HTTP 410).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TooOld {
+pub(crate) struct TooOld {
     /// Oldest resourceVersion still replayable.
-    pub oldest: u64,
+    pub(crate) oldest: u64,
 }
 
-fn meta_str<'a>(o: &'a Value, field: &str) -> &'a str {
+/// `metadata.<field>` of an object as a string (empty when absent).
+pub(crate) fn meta_str<'a>(o: &'a Value, field: &str) -> &'a str {
     o.get("metadata")
         .and_then(|m| m.get(field))
         .and_then(Value::as_str)
@@ -141,17 +95,17 @@ impl Store {
 
     /// The watch fan-out this store publishes its changes to (the server runs its
     /// dispatcher and closes it when stopping).
-    pub fn feed(&self) -> Arc<Feed> {
+    pub(crate) fn feed(&self) -> Arc<Feed> {
         self.feed.clone()
     }
 
     /// How many objects have been removed so far (the garbage collector runs when it moves).
-    pub fn removals(&self) -> u64 {
+    pub(crate) fn removals(&self) -> u64 {
         self.removals
     }
 
     /// The current (latest) resourceVersion.
-    pub fn current_rv(&self) -> u64 {
+    pub(crate) fn current_rv(&self) -> u64 {
         self.rv
     }
 
@@ -164,7 +118,7 @@ impl Store {
     }
 
     /// Every object of a type, ordered by namespace then name.
-    pub fn list_all(&self, group: &str, plural: &str) -> impl Iterator<Item = &Value> {
+    pub(crate) fn list_all(&self, group: &str, plural: &str) -> impl Iterator<Item = &Value> {
         self.objects
             .get(&(group.to_string(), plural.to_string()))
             .into_iter()
@@ -172,7 +126,7 @@ impl Store {
     }
 
     /// Objects of a type in one namespace.
-    pub fn list_ns<'a>(
+    pub(crate) fn list_ns<'a>(
         &'a self,
         group: &str,
         plural: &str,
@@ -189,7 +143,7 @@ impl Store {
     }
 
     /// Objects of a type after `(ns, name)` exclusive (for `continue` tokens), ordered.
-    pub fn list_after<'a>(
+    pub(crate) fn list_after<'a>(
         &'a self,
         group: &str,
         plural: &str,
@@ -208,7 +162,7 @@ impl Store {
     }
 
     /// Every `(group, plural)` that holds objects.
-    pub fn types(&self) -> Vec<(String, String)> {
+    pub(crate) fn types(&self) -> Vec<(String, String)> {
         self.objects
             .iter()
             .filter(|(_, m)| !m.is_empty())
@@ -217,7 +171,7 @@ impl Store {
     }
 
     /// The key of the object with this uid, if it exists.
-    pub fn by_uid(&self, uid: &str) -> Option<&ObjKey> {
+    pub(crate) fn by_uid(&self, uid: &str) -> Option<&ObjKey> {
         self.uids.get(uid)
     }
 
@@ -233,7 +187,7 @@ impl Store {
 
     /// Stores an object (new or replaced) with a fresh resourceVersion and emits `ADDED`
     /// or `MODIFIED`. Returns the stored object.
-    pub fn put(&mut self, group: &str, plural: &str, mut object: Value) -> Value {
+    pub(crate) fn put(&mut self, group: &str, plural: &str, mut object: Value) -> Value {
         self.rv += 1;
         let rv = self.rv;
         object["metadata"]["resourceVersion"] = Value::String(rv.to_string());
@@ -270,7 +224,13 @@ impl Store {
     }
 
     /// Removes an object, emitting `DELETED` with a fresh resourceVersion. Returns its last state.
-    pub fn remove(&mut self, group: &str, plural: &str, ns: &str, name: &str) -> Option<Value> {
+    pub(crate) fn remove(
+        &mut self,
+        group: &str,
+        plural: &str,
+        ns: &str,
+        name: &str,
+    ) -> Option<Value> {
         let mut object = self
             .objects
             .get_mut(&(group.to_string(), plural.to_string()))?
@@ -298,7 +258,7 @@ impl Store {
     /// missed or repeated.
     ///
     /// Errors: [`TooOld`] when `from` predates the retained history.
-    pub fn subscribe_from(
+    pub(crate) fn subscribe_from(
         &self,
         group: &str,
         plural: &str,
@@ -318,7 +278,7 @@ impl Store {
     }
 
     /// A snapshot of all objects.
-    pub fn snapshot(&self) -> Snapshot {
+    pub(crate) fn snapshot(&self) -> Snapshot {
         let mut objects = Vec::new();
         for ((g, p), m) in &self.objects {
             for v in m.values() {
@@ -333,7 +293,7 @@ impl Store {
 
     /// Loads a snapshot into an empty store (no events are emitted; CRDs must be
     /// re-registered by the caller).
-    pub fn restore(&mut self, snap: Snapshot) {
+    pub(crate) fn restore(&mut self, snap: Snapshot) {
         self.rv = self.rv.max(snap.rv);
         for (g, p, v) in snap.objects {
             let ns = meta_str(&v, "namespace").to_string();

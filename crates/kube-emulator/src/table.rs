@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::resources::{PrinterColumn, ResourceDef};
 
 /// Formats a duration in seconds as kubectl does (`5s`, `3m20s`, `4h`, `2d3h`, …).
-pub fn human_duration(secs: i64) -> String {
+pub(crate) fn human_duration(secs: i64) -> String {
     if secs < 0 {
         return "<invalid>".into();
     }
@@ -54,15 +54,15 @@ pub fn human_duration(secs: i64) -> String {
 }
 
 fn age(ts: &str) -> String {
-    match time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339) {
-        Ok(t) => human_duration((time::OffsetDateTime::now_utc() - t).whole_seconds()),
-        Err(_) => "<unknown>".into(),
+    match crate::clock::seconds_since(ts) {
+        Some(secs) => human_duration(secs),
+        None => "<unknown>".into(),
     }
 }
 
 /// Evaluates the simple JSONPath forms CRDs use: `.a.b`, `.a[0]`, `.a[*].b`,
 /// `.a[?(@.type=="Ready")].status`. Returns every match.
-pub fn json_path(obj: &Value, path: &str) -> Vec<Value> {
+pub(crate) fn json_path(obj: &Value, path: &str) -> Vec<Value> {
     let path = path
         .trim()
         .trim_start_matches('{')
@@ -201,7 +201,7 @@ fn cell(obj: &Value, c: &PrinterColumn) -> Value {
 
 /// How much of each object a row carries (`includeObject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IncludeObject {
+pub(crate) enum IncludeObject {
     /// No object.
     None,
     /// `PartialObjectMetadata` (the default).
@@ -211,7 +211,7 @@ pub enum IncludeObject {
 }
 
 /// Builds a Table for the objects. `with_columns` is false for watch events after the first.
-pub fn table(
+pub(crate) fn table(
     def: &ResourceDef,
     objects: &[Value],
     rv: &str,

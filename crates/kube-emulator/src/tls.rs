@@ -18,9 +18,9 @@ pub struct Certs {
     /// CA certificate (what clients trust).
     pub ca_pem: String,
     /// Server certificate.
-    pub cert_der: rustls::pki_types::CertificateDer<'static>,
+    pub(crate) cert_der: rustls::pki_types::CertificateDer<'static>,
     /// Server private key (PKCS#8 DER).
-    pub key_der: Vec<u8>,
+    pub(crate) key_der: Vec<u8>,
 }
 
 /// Generates a CA and a server certificate valid for loopback names.
