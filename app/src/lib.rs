@@ -12,12 +12,14 @@ mod state;
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Title, provide_meta_context};
 
+pub use banlieue_domain::views::{
+    AccessRow, ClaimRow, ClaimView, DashboardView, PoolForm, PoolRow, PoolsView, RoleRow, RolesView,
+};
 pub use error::{AppError, AuthorizationProblem};
 pub use i18n::Locale;
 pub use state::{
-    AccessRow, AccountView, AuditFilter, AuditRow, AuditView, AuthorizeClient, AuthorizeView,
-    ClaimRow, ClaimView, DashboardView, FormFeedback, Notice, Page, PageData, PageState, PoolForm,
-    PoolRow, PoolsView, RoleRow, RolesView, SessionRow, UserRow, UserView, UsersView,
+    AccountView, AuditFilter, AuditRow, AuditView, AuthorizeClient, AuthorizeView, FormFeedback,
+    Notice, Page, PageData, PageState, SessionRow, UserRow, UserView, UsersView,
 };
 
 /// Paths of the pages, shared with the server's access rules and redirects.

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use banlieue_domain::SignedInUser;
+use banlieue_domain::views::{AccessRow, ClaimView, DashboardView, PoolsView, RolesView};
 use serde::{Deserialize, Serialize};
 
 use crate::AppError;
@@ -250,14 +251,6 @@ pub struct AccountView {
     pub access: Vec<AccessRow>,
 }
 
-/// One resource of the "What can I do?" matrix: verb → allowed, in every namespace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AccessRow {
-    /// The plural resource name, e.g. `virtualmachineclaims`.
-    pub resource: String,
-    pub verbs: Vec<(String, bool)>,
-}
-
 /// The audit log's filters as typed (empty = any).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditFilter {
@@ -288,141 +281,4 @@ pub struct AuditView {
     pub per_page: i64,
     pub total: i64,
     pub rows: Vec<AuditRow>,
-}
-
-/// The dashboard: the pools the person may see and their own claims (SPEC §6).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DashboardView {
-    /// Whether the console is connected to a cluster at all.
-    pub cluster: bool,
-    pub pools: Vec<PoolRow>,
-    pub claims: Vec<ClaimRow>,
-    /// Every claim the person may list, for operators and admins (SPEC §6); empty for
-    /// others.
-    pub all_claims: Vec<ClaimRow>,
-    /// Lifetimes offered when claiming, in seconds.
-    pub ttl_choices: Vec<u32>,
-}
-
-/// A VirtualMachinePool as the dashboard shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PoolRow {
-    pub namespace: String,
-    pub name: String,
-    /// Ready, unclaimed members.
-    pub ready: u32,
-    pub claimed: u32,
-    pub max: u32,
-    /// Whether Kubernetes lets this person create claims in the namespace
-    /// (SelfSubjectAccessReview).
-    pub can_claim: bool,
-}
-
-/// A VirtualMachineClaim as the dashboard shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClaimRow {
-    pub namespace: String,
-    pub name: String,
-    /// `spec.subject.id`: whom the sandbox is for.
-    pub subject: String,
-    pub pool: String,
-    /// `Pending`, `Bound`, `Releasing`, `Failed`, or empty before the controller saw it.
-    pub phase: String,
-    pub reason: String,
-    pub message: String,
-    /// RFC 3339, UTC.
-    pub expires_at: Option<String>,
-    /// Seconds left when the page was rendered.
-    pub remaining_secs: Option<i64>,
-    pub addresses: Vec<String>,
-    /// Whether to offer Release: Kubernetes RBAC allows the person to delete claims in
-    /// the namespace (SelfSubjectAccessReview), and the claim is theirs or they oversee
-    /// claims. The release admission policy still decides.
-    pub can_release: bool,
-}
-
-/// One claim's page (SPEC §8): the dashboard's row and what only the detail shows.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClaimView {
-    pub claim: ClaimRow,
-    /// `spec.subject.issuer`: the identity provider of the subject.
-    pub issuer: String,
-    pub ttl_seconds: u32,
-    /// RFC 3339, UTC.
-    pub created_at: Option<String>,
-    /// RFC 3339, UTC: when the claim became Bound (the lifetime counts from here).
-    pub bound_at: Option<String>,
-    /// `status.virtualMachineRef`: the member VM bound to the claim.
-    pub virtual_machine: Option<String>,
-    /// The claim no longer exists: released or expired while the page was open.
-    pub gone: bool,
-}
-
-impl ClaimView {
-    /// What the page shows once the claim `namespace/name` has been deleted.
-    pub fn gone(namespace: &str, name: &str) -> Self {
-        Self {
-            claim: ClaimRow {
-                namespace: namespace.to_owned(),
-                name: name.to_owned(),
-                ..ClaimRow::default()
-            },
-            gone: true,
-            ..Self::default()
-        }
-    }
-}
-
-/// The Roles page: each role's Kubernetes rules, read as the admin, and who holds it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RolesView {
-    pub builtin: Vec<RoleRow>,
-    pub custom: Vec<RoleRow>,
-    /// The banlieue.io resources and verbs a custom role may grant (the form's grid).
-    pub resources: Vec<String>,
-    pub verbs: Vec<String>,
-    /// The custom role being edited (`?edit=<name>`), whose grants pre-fill the form.
-    pub editing: Option<RoleRow>,
-}
-
-/// A role as the Roles page shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RoleRow {
-    pub name: String,
-    /// One line per rule, e.g. `get, list, watch — virtualmachineclaims (banlieue.io)`.
-    pub rules: Vec<String>,
-    /// (resource, verb) pairs granted on banlieue.io, for the edit form.
-    pub grants: Vec<(String, String)>,
-    /// Console users holding the role.
-    pub holders: Vec<String>,
-}
-
-/// The Pools page (operators): every pool the person may list, and the form.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PoolsView {
-    pub pools: Vec<PoolForm>,
-    /// What the form shows: the pool being edited (`?edit=<ns>/<name>`), or defaults.
-    pub form: PoolForm,
-    /// Whether Kubernetes lets the person create pools in every namespace
-    /// (SelfSubjectAccessReview): only then the form and the Edit / Delete buttons show.
-    pub can_manage: bool,
-}
-
-/// A VirtualMachinePool's settings, as listed and as edited.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PoolForm {
-    pub namespace: String,
-    pub name: String,
-    pub warm_replicas: u32,
-    pub max_replicas: u32,
-    pub image_revision: String,
-    pub cpu: u32,
-    /// A Kubernetes quantity, e.g. `4Gi`.
-    pub memory: String,
-    pub image: String,
-    pub provider: String,
-    /// Ready / claimed / all members, when listed.
-    pub ready: u32,
-    pub claimed: u32,
-    pub total: u32,
 }

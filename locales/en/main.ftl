@@ -219,7 +219,6 @@ phase-pending = Pending
 phase-bound = Bound
 phase-releasing = Releasing
 phase-failed = Failed
-phase-unknown = Unknown
 notice-claim-created = Claim { $name } created: it is bound as soon as a sandbox is ready.
 notice-claim-released = { $name } is being released.
 error-kubernetes = Kubernetes refused: { $message }

@@ -204,7 +204,6 @@ phase-pending = 待機中
 phase-bound = 割り当て済み
 phase-releasing = 解放中
 phase-failed = 失敗
-phase-unknown = 不明
 notice-claim-created = { $name } を作成しました。サンドボックスの準備ができ次第割り当てられます。
 notice-claim-released = { $name } を解放しています。
 error-kubernetes = Kubernetes が拒否しました: { $message }

@@ -20,7 +20,11 @@ fn dashboard(c: &mut Criterion) {
         let alice = app
             .create_user("alice", "correct horse battery", &["developer"], false)
             .await;
-        let client = dev.access.as_user(&alice).unwrap();
+        let alice = cluster::KubernetesIdentity::console(
+            alice.name.as_str(),
+            alice.roles.iter().map(|r| r.as_str()),
+        );
+        let client = dev.access.client_for(&alice).unwrap();
         let claims = Api::<VirtualMachineClaim>::namespaced(client, "demo");
         for i in 0..1_000 {
             let claim = TestApp::claim_for(&format!("alice-{i:04}"), "alice");

@@ -46,8 +46,12 @@ async fn measure() -> Vec<Duration> {
     let alice = app
         .create_user("alice", "correct horse battery", &["developer"], false)
         .await;
+    let alice = cluster::KubernetesIdentity::console(
+        alice.name.as_str(),
+        alice.roles.iter().map(|r| r.as_str()),
+    );
     let claims =
-        Api::<VirtualMachineClaim>::namespaced(dev.access.as_user(&alice).unwrap(), "demo");
+        Api::<VirtualMachineClaim>::namespaced(dev.access.client_for(&alice).unwrap(), "demo");
     let cookie = app.sign_in("alice", "correct horse battery").await;
     let response = app
         .router

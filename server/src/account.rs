@@ -1,18 +1,19 @@
 //! My account: my sessions, ending one of them, and signing out everywhere.
 
-use app::{AccessRow, AccountView, Notice, Page, PageData, PageState, SessionRow, paths};
+use app::{AccountView, Notice, Page, PageData, PageState, SessionRow, paths};
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use banlieue_identity::SessionGrant;
-use banlieue_store::UserRecord;
+use services::Principal;
 use tower_sessions::Session;
 
 use crate::AppState;
-use crate::admin::format_instant;
 use crate::middleware::{client_ip, internal_error, signed_in};
 use crate::pages;
 use crate::session::AUTH_KEY;
+use crate::use_cases::principal;
+use banlieue_domain::views::format_instant;
 
 /// `GET /account`.
 pub async fn account_page(
@@ -20,17 +21,18 @@ pub async fn account_page(
     session: Session,
     request: Request,
 ) -> Response {
-    let (state, user) = signed_in(&request);
-    account_view(&app, &session, state, &user, None).await
+    let (state, _) = signed_in(&request);
+    account_view(&app, &session, state, &principal(&request), None).await
 }
 
 async fn account_view(
     app: &AppState,
     session: &Session,
     mut state: PageState,
-    user: &UserRecord,
+    who: &Principal,
     notice: Option<Notice>,
 ) -> Response {
+    let services::IdentitySource::Local(user) = who.source();
     let loaded = async {
         let current = session
             .get::<SessionGrant>(AUTH_KEY)
@@ -59,43 +61,15 @@ async fn account_view(
             })
             .collect(),
         kubeconfig_available: app.config.cluster.is_some(),
-        access: match what_can_i_do(app, user).await {
+        access: match app.console.access(who).await {
             Ok(access) => access,
-            Err(error) => return internal_error(state.locale, &error),
+            Err(error) => {
+                let error = crate::use_cases::app_error(error, app::AppError::NotFound);
+                return crate::middleware::error_page(state.locale, &error);
+            }
         },
     });
     pages::render(app, state, StatusCode::OK).await
-}
-
-/// The verbs of the "What can I do?" matrix, as Kubernetes names them.
-const VERBS: [&str; 6] = ["get", "list", "watch", "create", "update", "delete"];
-
-/// "What can I do?": a SelfSubjectAccessReview per verb on pools, claims and VMs in every
-/// namespace, asked as the person (empty without a cluster).
-async fn what_can_i_do(app: &AppState, user: &UserRecord) -> anyhow::Result<Vec<AccessRow>> {
-    let Some(client) = crate::claims::user_client(app, user) else {
-        return Ok(Vec::new());
-    };
-    let mut rows = Vec::new();
-    for resource in [
-        "virtualmachinepools",
-        "virtualmachineclaims",
-        "virtualmachines",
-    ] {
-        let answers = futures::future::try_join_all(
-            VERBS.map(|verb| crate::claims::may(&client, resource, verb, None)),
-        )
-        .await?;
-        rows.push(AccessRow {
-            resource: resource.to_owned(),
-            verbs: VERBS
-                .iter()
-                .zip(answers)
-                .map(|(verb, allowed)| ((*verb).to_owned(), allowed))
-                .collect(),
-        });
-    }
-    Ok(rows)
 }
 
 /// `POST /account/sessions/{handle}/revoke`: ends one of my other sessions; that browser
@@ -112,7 +86,7 @@ pub async fn revoke_session(
         Ok(ended) => {
             // An unknown handle (already ended, or not ours) just shows the list again.
             let notice = ended.then_some(Notice::SessionRevoked);
-            account_view(&app, &session, state, &user, notice).await
+            account_view(&app, &session, state, &principal(&request), notice).await
         }
         Err(error) => internal_error(state.locale, &error.into()),
     }

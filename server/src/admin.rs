@@ -10,6 +10,7 @@ use axum::extract::{Path, Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use banlieue_domain::PasswordError;
+use banlieue_domain::views::format_instant;
 use banlieue_identity::{
     AUDIT_PER_PAGE, Actor, AdminError, PasswordChoice, USERS_PER_PAGE, UserProfile,
 };
@@ -531,17 +532,4 @@ pub fn user_row(user: &UserRecord) -> UserRow {
         last_sign_in: user.last_sign_in_at.map(format_instant),
         version: user.version,
     }
-}
-
-/// `2026-11-29 21:05 UTC`.
-pub fn format_instant(at: OffsetDateTime) -> String {
-    let at = at.to_offset(time::UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02} UTC",
-        at.year(),
-        u8::from(at.month()),
-        at.day(),
-        at.hour(),
-        at.minute()
-    )
 }

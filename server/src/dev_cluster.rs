@@ -15,7 +15,7 @@ use kube::api::Api;
 use kube_emulator::auth::{UserInfo, parse_authentication_configuration};
 use kube_emulator::{Emulator, EmulatorConfig};
 
-use crate::kube_access::KubeAccess;
+use cluster::Impersonation;
 
 /// The namespace of the demo pool.
 pub const DEMO_NAMESPACE: &str = "demo";
@@ -26,7 +26,7 @@ const CONSOLE_SERVICE_ACCOUNT: &str = "system:serviceaccount:banlieue-system:ban
 pub struct DevCluster {
     emulator: Emulator,
     /// The console's credentials in it (its service account's token).
-    pub access: Arc<KubeAccess>,
+    pub access: Arc<Impersonation>,
     /// What downloaded kubeconfigs point at.
     pub cluster: ClusterAccess,
 }
@@ -77,7 +77,7 @@ impl DevCluster {
         tracing::info!(server = %emulator.base_url(), "dev cluster ready: namespace demo, pool sandbox");
         Ok(Self {
             emulator,
-            access: Arc::new(KubeAccess::new(console)),
+            access: Arc::new(Impersonation::new(console)),
             cluster,
         })
     }

@@ -10,7 +10,6 @@ pub mod config;
 pub mod dev_cluster;
 mod form;
 mod handlers;
-pub mod kube_access;
 mod middleware;
 mod oidc;
 pub mod operator;
@@ -21,5 +20,6 @@ pub mod routes;
 mod session;
 pub mod startup;
 pub mod tls;
+mod use_cases;
 
 pub use routes::{AppState, router};

@@ -15,7 +15,6 @@ use prometheus_client::registry::Registry;
 
 use crate::admin::UserAction;
 use crate::config::Config;
-use crate::kube_access::KubeAccess;
 use crate::{account, admin, claims, handlers, middleware, oidc, pages, pools, roles, session};
 
 /// What every handler may use.
@@ -23,8 +22,9 @@ use crate::{account, admin, claims, handlers, middleware, oidc, pages, pools, ro
 pub struct AppState {
     pub accounts: Arc<Accounts>,
     pub issuer: Arc<Issuer>,
-    /// The cluster, when one is configured: handlers act in it as the signed-in person.
-    pub kube: Option<Arc<KubeAccess>>,
+    /// The use cases (claims, pools, roles, access), acting in the cluster as the
+    /// signed-in person when one is configured.
+    pub console: Arc<services::Console>,
     pub config: Arc<Config>,
     pub leptos: LeptosOptions,
     /// What `/metrics` serves: the identity metrics, and the controllers' when they run in
@@ -33,6 +33,20 @@ pub struct AppState {
     /// Cancelled when the console begins to shut down: long-lived responses (the live
     /// event streams) end then, so the graceful shutdown does not wait on open pages.
     pub stopping: tokio_util::sync::CancellationToken,
+}
+
+/// The use cases over `accounts` and `cluster`, with the console's issuer and claim
+/// lifetimes from `config`.
+pub fn use_cases(
+    accounts: &Arc<Accounts>,
+    cluster: Option<Arc<cluster::Impersonation>>,
+    config: &Config,
+) -> Arc<services::Console> {
+    let settings = services::Settings {
+        issuer: config.external_url.clone(),
+        claim_ttl_choices: config.claim_ttl_choices.clone(),
+    };
+    Arc::new(services::Console::new(accounts.clone(), cluster, settings))
 }
 
 impl FromRef<AppState> for LeptosOptions {

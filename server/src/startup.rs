@@ -16,8 +16,8 @@ use tower_sessions_core::session_store::ExpiredDeletion;
 
 use crate::config::{Config, KubeSource, LogFormat};
 use crate::dev_cluster::DevCluster;
-use crate::kube_access::KubeAccess;
 use crate::{AppState, router};
+use cluster::Impersonation;
 
 /// Logs go to stdout, so stderr carries only what a person must read (the initial admin
 /// password, fatal errors).
@@ -123,9 +123,9 @@ pub async fn serve_on(
         "serving"
     );
     let state = AppState {
+        console: crate::routes::use_cases(&accounts, kube, &config),
         accounts,
         issuer,
-        kube,
         config: Arc::new(config),
         leptos,
         metrics: Arc::new(metrics),
@@ -244,7 +244,7 @@ pub async fn run_controllers(
     args: crate::config::ControllersArgs,
 ) -> anyhow::Result<()> {
     let access = match &config.kube {
-        KubeSource::Kubeconfig(path) => KubeAccess::from_kubeconfig(path.as_deref()).await?,
+        KubeSource::Kubeconfig(path) => Impersonation::from_kubeconfig(path.as_deref()).await?,
         KubeSource::Dev { .. } | KubeSource::None => anyhow::bail!(
             "no cluster configured: set BANLIEUE_KUBECONFIG or KUBECONFIG (the dev cluster runs inside `serve`)"
         ),
@@ -279,13 +279,15 @@ fn controller_config(config: &Config) -> cluster::ControllerConfig {
 /// here, with the simulated provider for its pool).
 pub async fn open_cluster(
     config: &mut Config,
-) -> anyhow::Result<(Option<Arc<KubeAccess>>, Option<DevCluster>)> {
+) -> anyhow::Result<(Option<Arc<Impersonation>>, Option<DevCluster>)> {
     match config.kube.clone() {
         KubeSource::None => Ok((None, None)),
         KubeSource::Kubeconfig(path) => {
-            let access = KubeAccess::from_kubeconfig(path.as_deref()).await.context(
-                "cannot read the cluster credentials (BANLIEUE_KUBECONFIG / KUBECONFIG)",
-            )?;
+            let access = Impersonation::from_kubeconfig(path.as_deref())
+                .await
+                .context(
+                    "cannot read the cluster credentials (BANLIEUE_KUBECONFIG / KUBECONFIG)",
+                )?;
             Ok((Some(Arc::new(access)), None))
         }
         KubeSource::Dev { listen, dir } => {
@@ -302,7 +304,7 @@ pub async fn open_cluster(
 /// console) when they stop with an error.
 fn spawn_controllers(
     config: &Config,
-    access: &KubeAccess,
+    access: &Impersonation,
     simulated: bool,
     metrics: Arc<cluster::Metrics>,
     shutdown: tokio::sync::watch::Receiver<bool>,

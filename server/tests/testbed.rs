@@ -13,12 +13,12 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use banlieue_testbed::{RELEASE_NAMESPACE, TestNamespace, Testbed, unique_name};
+use cluster::Impersonation;
 use cluster::crd::{VirtualMachine, VirtualMachineClaim, VirtualMachinePool};
 use futures::StreamExt;
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use kube::{Client, ResourceExt};
-use server::kube_access::KubeAccess;
 use support::{TestApp, form, get, post_form};
 
 const PASSWORD: &str = "correct horse battery";
@@ -37,7 +37,7 @@ struct Console {
 impl Console {
     async fn start(bed: &Testbed, warm: u32) -> Self {
         let namespace = bed.namespace("console").await;
-        let access = KubeAccess::from_kubeconfig(Some(&bed.console_kubeconfig_path()))
+        let access = Impersonation::from_kubeconfig(Some(&bed.console_kubeconfig_path()))
             .await
             .unwrap();
         let mut controllers = cluster::ControllerConfig::new(RELEASE_NAMESPACE, "test");

@@ -49,7 +49,7 @@ fn ClaimBody(view: ClaimView, locale: Locale) -> impl IntoView {
     let title = view! {
         <div class="flex flex-wrap items-center gap-3">
             <h1 class="font-mono text-xl font-semibold" data-testid="claim-name">{claim.name.clone()}</h1>
-            {(!view.gone).then(|| view! { <PhaseBadge phase=claim.phase.clone() locale /> })}
+            {(!view.gone).then(|| view! { <PhaseBadge phase=claim.phase locale /> })}
         </div>
     };
     if view.gone {

@@ -1,3 +1,4 @@
+use banlieue_domain::claim::{ClaimPhase, ClaimReason, ReleaseReason, WaitReason};
 use leptos::prelude::*;
 
 use super::{DANGER_BUTTON, PRIMARY_BUTTON, SECONDARY_BUTTON};
@@ -183,7 +184,7 @@ fn ClaimLine(claim: ClaimRow, everyone: bool, locale: Locale) -> impl IntoView {
         <tr
             data-testid=if everyone { "any-claim" } else { "claim" }
             data-claim=claim.name.clone()
-            data-phase=claim.phase.clone()
+            data-phase=claim.phase.map(ClaimPhase::as_str).unwrap_or_default()
         >
             <td class="px-3 py-2 font-mono text-xs">
                 <a href=paths::claim(&claim.namespace, &claim.name) class="text-indigo-700 hover:underline dark:text-indigo-300">
@@ -193,7 +194,7 @@ fn ClaimLine(claim: ClaimRow, everyone: bool, locale: Locale) -> impl IntoView {
             {everyone.then(|| view! { <td class="px-3 py-2">{claim.subject.clone()}</td> })}
             <td class="px-3 py-2">{claim.pool.clone()}</td>
             <td class="px-3 py-2">
-                <PhaseBadge phase=claim.phase.clone() locale />
+                <PhaseBadge phase=claim.phase locale />
                 {(!detail.is_empty()).then(|| view! { <p class="mt-1 text-xs text-slate-500" data-testid="claim-reason">{detail}</p> })}
             </td>
             <td class="px-3 py-2">
@@ -215,22 +216,22 @@ fn ClaimLine(claim: ClaimRow, everyone: bool, locale: Locale) -> impl IntoView {
 /// controller writes (crates/cluster/src/claim.rs); otherwise "reason: message" as
 /// Kubernetes has them (another controller's words), or empty.
 pub(super) fn claim_detail_text(claim: &ClaimRow, locale: Locale) -> String {
-    let key = match claim.reason.as_str() {
-        "NoReadyMember" => Some("claim-reason-no-ready-member"),
-        "PoolNotFound" => Some("claim-reason-pool-not-found"),
-        "VirtualMachineGone" => Some("claim-reason-vm-gone"),
-        "Released" => Some("claim-reason-released"),
-        "Expired" => Some("claim-reason-expired"),
-        _ => None,
+    let key = match &claim.reason {
+        Some(ClaimReason::Waiting(WaitReason::NoReadyMember)) => "claim-reason-no-ready-member",
+        Some(ClaimReason::Waiting(WaitReason::PoolNotFound)) => "claim-reason-pool-not-found",
+        Some(ClaimReason::VirtualMachineGone) => "claim-reason-vm-gone",
+        Some(ClaimReason::Released(ReleaseReason::Released)) => "claim-reason-released",
+        Some(ClaimReason::Released(ReleaseReason::Expired)) => "claim-reason-expired",
+        Some(ClaimReason::Other(reason)) => {
+            return [reason.as_str(), claim.message.as_str()]
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join(": ");
+        }
+        None => return claim.message.clone(),
     };
-    match key {
-        Some(key) => locale.t_with(key, &[("pool", claim.pool.clone())]),
-        None => [claim.reason.as_str(), claim.message.as_str()]
-            .into_iter()
-            .filter(|s| !s.is_empty())
-            .collect::<Vec<_>>()
-            .join(": "),
-    }
+    locale.t_with(key, &[("pool", claim.pool.clone())])
 }
 
 /// The sandbox's addresses and a ready-to-paste connect command with a copy button.
@@ -280,28 +281,24 @@ pub(super) fn ReleaseForm(namespace: String, name: String, locale: Locale) -> im
 }
 
 #[component]
-pub(super) fn PhaseBadge(phase: String, locale: Locale) -> impl IntoView {
-    let (key, color) = match phase.as_str() {
-        "Bound" => (
+pub(super) fn PhaseBadge(phase: Option<ClaimPhase>, locale: Locale) -> impl IntoView {
+    let (key, color) = match phase {
+        Some(ClaimPhase::Bound) => (
             "phase-bound",
             "bg-emerald-100 text-emerald-800 dark:bg-emerald-950 dark:text-emerald-200",
         ),
-        // Empty: the controller has not seen the claim yet; to the person it is waiting.
-        "Pending" | "" => (
+        // None: the controller has not seen the claim yet; to the person it is waiting.
+        Some(ClaimPhase::Pending) | None => (
             "phase-pending",
             "bg-amber-100 text-amber-800 dark:bg-amber-950 dark:text-amber-200",
         ),
-        "Releasing" => (
+        Some(ClaimPhase::Releasing) => (
             "phase-releasing",
             "bg-slate-200 text-slate-800 dark:bg-slate-800 dark:text-slate-200",
         ),
-        "Failed" => (
+        Some(ClaimPhase::Failed) => (
             "phase-failed",
             "bg-red-100 text-red-800 dark:bg-red-950 dark:text-red-200",
-        ),
-        _ => (
-            "phase-unknown",
-            "bg-slate-100 text-slate-700 dark:bg-slate-800 dark:text-slate-300",
         ),
     };
     view! {

@@ -208,7 +208,7 @@ pub async fn reconcile_claim(
             writer
                 .status(
                     ClaimPhase::Failed,
-                    Some("VirtualMachineGone"),
+                    Some(banlieue_domain::claim::ClaimReason::VIRTUAL_MACHINE_GONE),
                     Some(&message),
                 )
                 .await?;

@@ -33,12 +33,23 @@ pub const MEMORY_QUANTITY_PATTERN: &str = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei
 /// An RFC 1123 label, as Kubernetes names objects (here: providers).
 pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 
+/// The most members a pool may keep warm or hold (`warmReplicas`, `maxReplicas`).
+pub const MAX_POOL_REPLICAS: u32 = 10_000;
+/// The longest `imageRevision`, in bytes.
+pub const MAX_IMAGE_REVISION_LEN: usize = 128;
+/// The longest `template.image`, in bytes.
+pub const MAX_IMAGE_LEN: usize = 512;
+/// The most virtual CPUs of a member.
+pub const MAX_CPU: u32 = 1_024;
+/// The longest `template.memory`, in bytes.
+pub const MAX_MEMORY_LEN: usize = 32;
+
 /// Whether `memory` is a quantity the pool schema accepts ([`MEMORY_QUANTITY_PATTERN`]).
 pub fn is_memory_quantity(memory: &str) -> bool {
     static PATTERN: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(MEMORY_QUANTITY_PATTERN).expect("a valid pattern")
     });
-    memory.len() <= 32 && PATTERN.is_match(memory)
+    memory.len() <= MAX_MEMORY_LEN && PATTERN.is_match(memory)
 }
 
 /// A pool of warm sandbox VMs of one template.
@@ -71,14 +82,14 @@ pub fn is_memory_quantity(memory: &str) -> bool {
 #[serde(rename_all = "camelCase")]
 pub struct VirtualMachinePoolSpec {
     /// How many Ready, unclaimed members to keep.
-    #[schemars(range(max = 10_000))]
+    #[schemars(range(max = MAX_POOL_REPLICAS))]
     pub warm_replicas: u32,
     /// Upper bound on members, counting claimed, provisioning and terminating ones.
-    #[schemars(range(max = 10_000))]
+    #[schemars(range(max = MAX_POOL_REPLICAS))]
     pub max_replicas: u32,
     /// The image revision new members run; unclaimed members of another revision are
     /// replaced.
-    #[schemars(length(min = 1, max = 128))]
+    #[schemars(length(min = 1, max = MAX_IMAGE_REVISION_LEN))]
     pub image_revision: String,
     /// What each member looks like.
     pub template: VirtualMachineTemplate,
@@ -91,19 +102,69 @@ pub struct VirtualMachinePoolSpec {
     pub progress_deadline_seconds: Option<u32>,
 }
 
+impl VirtualMachinePoolSpec {
+    /// Checks the spec against the bounds its schema declares (the constants above), and
+    /// that `warmReplicas` ≤ `maxReplicas` ≥ 1, so a person reads which field is wrong
+    /// before the API server is asked.
+    ///
+    /// Errors: `(field, reason)` of the first field out of bounds, `field` as the form
+    /// names it (`warm_replicas`, `max_replicas`, `image_revision`, `provider`, `cpu`,
+    /// `memory`, `image`).
+    pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
+        let template = &self.template;
+        let checks = [
+            (
+                self.max_replicas >= 1 && self.max_replicas <= MAX_POOL_REPLICAS,
+                "max_replicas",
+                "between 1 and 10,000",
+            ),
+            (
+                self.warm_replicas <= self.max_replicas,
+                "warm_replicas",
+                "at most the maximum",
+            ),
+            (
+                (1..=MAX_IMAGE_REVISION_LEN).contains(&self.image_revision.len()),
+                "image_revision",
+                "1 to 128 characters",
+            ),
+            (
+                banlieue_domain::object_names::is_dns_label(&self.provider_ref),
+                "provider",
+                "an RFC 1123 label",
+            ),
+            ((1..=MAX_CPU).contains(&template.cpu), "cpu", "1 to 1,024"),
+            (
+                is_memory_quantity(&template.memory),
+                "memory",
+                "a quantity such as 512Mi or 4Gi",
+            ),
+            (
+                (1..=MAX_IMAGE_LEN).contains(&template.image.len()),
+                "image",
+                "1 to 512 characters",
+            ),
+        ];
+        match checks.into_iter().find(|(ok, _, _)| !ok) {
+            Some((_, field, reason)) => Err((field, reason)),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The shape of a member VM.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VirtualMachineTemplate {
     /// Virtual CPUs.
-    #[schemars(range(min = 1, max = 1_024))]
+    #[schemars(range(min = 1, max = MAX_CPU))]
     pub cpu: u32,
     /// Memory as a Kubernetes quantity with an optional decimal or binary suffix, e.g.
     /// `4Gi`.
-    #[schemars(length(max = 32), pattern(MEMORY_QUANTITY_PATTERN))]
+    #[schemars(length(max = MAX_MEMORY_LEN), pattern(MEMORY_QUANTITY_PATTERN))]
     pub memory: String,
     /// Image reference the provider boots.
-    #[schemars(length(min = 1, max = 512))]
+    #[schemars(length(min = 1, max = MAX_IMAGE_LEN))]
     pub image: String,
 }
 

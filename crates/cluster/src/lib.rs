@@ -10,12 +10,14 @@ pub mod claim;
 mod convert;
 pub mod crd;
 mod error;
+pub mod impersonation;
 mod metrics;
 pub mod pool;
 pub mod provider;
 mod runner;
 
 pub use error::Error;
+pub use impersonation::{Impersonation, KubernetesIdentity};
 pub use metrics::Metrics;
 pub use provider::SimulatedProviderConfig;
-pub use runner::{ControllerConfig, check_crds, client_from, run_controllers};
+pub use runner::{ControllerConfig, check_crds, run_controllers};

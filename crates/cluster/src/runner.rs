@@ -368,24 +368,3 @@ fn claims_to_wake(
     }
     wake
 }
-
-/// A client for the controllers: from the kubeconfig file `kubeconfig` when given (the
-/// server's `BANLIEUE_KUBECONFIG`), else the usual inference (`KUBECONFIG`,
-/// `~/.kube/config`, then the in-cluster ServiceAccount).
-///
-/// Errors: the kubeconfig cannot be read or used, or no configuration is found.
-pub async fn client_from(kubeconfig: Option<&std::path::Path>) -> Result<Client, Error> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| Error::Config(e.to_string()))?,
-    };
-    Ok(Client::try_from(config)?)
-}

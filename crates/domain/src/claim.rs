@@ -34,6 +34,13 @@ impl ClaimPhase {
             Self::Failed => "Failed",
         }
     }
+
+    /// The phase `status.phase` names; `None` for anything else.
+    pub fn parse(phase: &str) -> Option<Self> {
+        [Self::Pending, Self::Bound, Self::Releasing, Self::Failed]
+            .into_iter()
+            .find(|p| p.as_str() == phase)
+    }
 }
 
 impl fmt::Display for ClaimPhase {
@@ -80,7 +87,7 @@ impl Member {
 }
 
 /// Why a claim is released.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ReleaseReason {
     /// The claim was deleted (`metadata.deletionTimestamp` set).
     Released,
@@ -99,7 +106,7 @@ impl ReleaseReason {
 }
 
 /// Why a claim waits in Pending.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum WaitReason {
     /// The pool named by `spec.poolRef` does not exist (yet).
     PoolNotFound,
@@ -113,6 +120,49 @@ impl WaitReason {
         match self {
             Self::PoolNotFound => "PoolNotFound",
             Self::NoReadyMember => "NoReadyMember",
+        }
+    }
+}
+
+/// `status.reason` of a claim, as the claim controller writes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClaimReason {
+    /// Pending, and why.
+    Waiting(WaitReason),
+    /// Releasing, and why.
+    Released(ReleaseReason),
+    /// Failed: the bound member disappeared.
+    VirtualMachineGone,
+    /// A reason this version does not know (another controller's), kept as written.
+    Other(String),
+}
+
+impl ClaimReason {
+    /// The value written to `status.reason`.
+    pub const VIRTUAL_MACHINE_GONE: &str = "VirtualMachineGone";
+
+    /// The reason `status.reason` names.
+    pub fn parse(reason: &str) -> Self {
+        let waiting = [WaitReason::PoolNotFound, WaitReason::NoReadyMember];
+        let released = [ReleaseReason::Released, ReleaseReason::Expired];
+        if let Some(wait) = waiting.into_iter().find(|r| r.as_str() == reason) {
+            Self::Waiting(wait)
+        } else if let Some(release) = released.into_iter().find(|r| r.as_str() == reason) {
+            Self::Released(release)
+        } else if reason == Self::VIRTUAL_MACHINE_GONE {
+            Self::VirtualMachineGone
+        } else {
+            Self::Other(reason.to_owned())
+        }
+    }
+
+    /// The value as written in `status.reason`.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Waiting(wait) => wait.as_str(),
+            Self::Released(release) => release.as_str(),
+            Self::VirtualMachineGone => Self::VIRTUAL_MACHINE_GONE,
+            Self::Other(reason) => reason,
         }
     }
 }

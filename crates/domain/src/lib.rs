@@ -7,6 +7,7 @@ mod names;
 pub mod object_names;
 mod password;
 mod user;
+pub mod views;
 
 pub use names::{NameError, RoleName, Roles, UserName};
 pub use password::{Password, PasswordError};

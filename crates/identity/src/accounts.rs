@@ -443,7 +443,7 @@ impl Accounts {
     /// Appends an audit event with a detail, and counts it in [`Accounts::metrics`] (the one
     /// place the identity metrics are fed, whether or not the write succeeds: the event
     /// happened).
-    pub(crate) async fn audit_event(
+    pub async fn audit_event(
         &self,
         actor: &str,
         action: &str,

@@ -187,7 +187,7 @@ impl Accounts {
     /// An admin who created the custom role `role` (as a Kubernetes ClusterRole) takes it
     /// as their own, so that — holding it — they may grant it (SPEC §5: nobody grants a
     /// role they don't hold). Kubernetes already checked that the role's rules are within
-    /// the admin's own rights. Audited as `role.create`.
+    /// the admin's own rights. Not audited here: the role use case records `role.create`.
     /// Errors: [`AdminError::Forbidden`] for anyone but an admin; store errors.
     pub async fn adopt_created_role(
         &self,
@@ -221,14 +221,12 @@ impl Accounts {
             )
             .await;
         self.forget(current.id);
-        self.audit_result(actor, "role.create", role.as_str(), &result)
-            .await;
         Ok(result?)
     }
 
     /// After the custom role's ClusterRole was deleted: nobody holds it any more (so a
-    /// new role of the same name grants nothing by surprise). Admins only; audited as
-    /// `role.delete` with how many users lost it.
+    /// new role of the same name grants nothing by surprise); returns how many users lost
+    /// it. Admins only; not audited here: the role use case records `role.delete`.
     pub async fn forget_deleted_role(
         &self,
         actor: &Actor,
@@ -239,16 +237,6 @@ impl Accounts {
             .store()
             .remove_role_from_all(role.as_str(), OffsetDateTime::now_utc())
             .await;
-        if let Ok(count) = &result {
-            self.audit_detail(
-                actor,
-                "role.delete",
-                role.as_str(),
-                "success",
-                &format!("{count} holders"),
-            )
-            .await;
-        }
         self.forget_all();
         Ok(result?)
     }

@@ -108,7 +108,7 @@ impl TestApp {
             stopping: stopping.clone(),
             accounts: accounts.clone(),
             issuer: issuer.clone(),
-            kube: None,
+            console: server::routes::use_cases(&accounts, None, &config),
             leptos: startup::leptos_options(&config),
             config: Arc::new(config),
         };
@@ -144,7 +144,7 @@ impl TestApp {
     /// test's runtime ends.
     pub async fn with_cluster(
         mut self,
-        access: Arc<server::kube_access::KubeAccess>,
+        access: Arc<cluster::Impersonation>,
         mut controllers: cluster::ControllerConfig,
     ) -> Self {
         controllers.simulated_provider = Some(cluster::SimulatedProviderConfig {
@@ -170,7 +170,7 @@ impl TestApp {
             stopping: self.stopping.clone(),
             accounts: self.accounts.clone(),
             issuer: self.issuer.clone(),
-            kube: Some(access),
+            console: server::routes::use_cases(&self.accounts, Some(access), &config),
             leptos: startup::leptos_options(&config),
             config: Arc::new(config),
         };

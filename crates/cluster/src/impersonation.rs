@@ -1,0 +1,173 @@
+//! Acting in the cluster as a person (SPEC §5): clients that send Kubernetes "User
+//! impersonation" headers from the console's own credentials, so RBAC and admission
+//! decide what the person may do, and SelfSubjectAccessReviews asked as them.
+//!
+//! The console's own rights ([`Impersonation::console_client`]) are for the controllers
+//! only, never for a request made on a person's behalf.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use kube::api::PostParams;
+use kube::{Api, Client};
+
+use crate::Error;
+
+/// The prefix the API server puts on the user names and groups of the console's issuer
+/// (the `claimMappings` of SPEC §4), which impersonation reproduces.
+pub const CONSOLE_PREFIX: &str = "console:";
+
+/// The group every authenticated Kubernetes user is in.
+const AUTHENTICATED_GROUP: &str = "system:authenticated";
+
+/// How long an impersonating client (and its connection pool) is reused for one identity.
+const CLIENT_TTL: Duration = Duration::from_secs(300);
+
+/// A Kubernetes identity: the user name and groups a client impersonates.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KubernetesIdentity {
+    /// `console:<name>`.
+    pub user: String,
+    /// `console:<role>` for each role, then `system:authenticated`.
+    pub groups: Vec<String>,
+}
+
+impl KubernetesIdentity {
+    /// The identity the API server gives a console token of `name` with `roles` (the
+    /// issuer's `claimMappings`: both prefixed with [`CONSOLE_PREFIX`]).
+    pub fn console<'a>(name: &str, roles: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut groups: Vec<String> = roles
+            .into_iter()
+            .map(|role| format!("{CONSOLE_PREFIX}{role}"))
+            .collect();
+        groups.push(AUTHENTICATED_GROUP.to_owned());
+        Self {
+            user: format!("{CONSOLE_PREFIX}{name}"),
+            groups,
+        }
+    }
+}
+
+/// The console's connection to a cluster, handing out impersonating clients.
+pub struct Impersonation {
+    config: kube::Config,
+    clients: Mutex<HashMap<KubernetesIdentity, (Instant, Client)>>,
+}
+
+impl Impersonation {
+    /// Access with the console's own credentials, `config`.
+    pub fn new(config: kube::Config) -> Self {
+        Self {
+            config,
+            clients: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Reads the console's credentials: the kubeconfig file `path` when given (the
+    /// server's `BANLIEUE_KUBECONFIG`), else the usual inference (`KUBECONFIG`,
+    /// `~/.kube/config`, then the in-cluster ServiceAccount; kube-rs `Config::infer`).
+    ///
+    /// Errors: [`Error::Config`] naming the file, when it cannot be read or used, or when
+    /// no configuration is found.
+    pub async fn from_kubeconfig(path: Option<&std::path::Path>) -> Result<Self, Error> {
+        let config = match path {
+            Some(path) => {
+                let file = kube::config::Kubeconfig::read_from(path)
+                    .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+                kube::Config::from_custom_kubeconfig(
+                    file,
+                    &kube::config::KubeConfigOptions::default(),
+                )
+                .await
+                .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?
+            }
+            None => kube::Config::infer()
+                .await
+                .map_err(|e| Error::Config(e.to_string()))?,
+        };
+        Ok(Self::new(config))
+    }
+
+    /// The API server URL.
+    pub fn cluster_url(&self) -> String {
+        self.config.cluster_url.to_string()
+    }
+
+    /// A client with the console's own rights: for the controllers only.
+    ///
+    /// Errors: the configuration cannot make a client (TLS settings).
+    pub fn console_client(&self) -> Result<Client, Error> {
+        Ok(Client::try_from(self.config.clone())?)
+    }
+
+    /// A client acting as `identity` (`Impersonate-User`, `Impersonate-Group`), reused
+    /// for [`CLIENT_TTL`] per identity.
+    ///
+    /// Errors: the configuration cannot make a client (TLS settings).
+    pub fn client_for(&self, identity: &KubernetesIdentity) -> Result<Client, Error> {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        clients.retain(|_, (at, _)| at.elapsed() < CLIENT_TTL);
+        if let Some((_, client)) = clients.get(identity) {
+            return Ok(client.clone());
+        }
+        let mut config = self.config.clone();
+        config.auth_info.impersonate = Some(identity.user.clone());
+        config.auth_info.impersonate_groups = Some(identity.groups.clone());
+        let client = Client::try_from(config)?;
+        clients.insert(identity.clone(), (Instant::now(), client.clone()));
+        Ok(client)
+    }
+}
+
+/// SelfSubjectAccessReview (authorization.k8s.io/v1), asked with `client` (so as the
+/// person it impersonates): may they `verb` the `resource` of the `banlieue.io` group, in
+/// `namespace` or in every namespace (`None`)?
+///
+/// Errors: the review could not be created (transport, or the API server's refusal).
+pub async fn may(
+    client: &Client,
+    resource: &str,
+    verb: &str,
+    namespace: Option<&str>,
+) -> Result<bool, kube::Error> {
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(crate::crd::GROUP.into()),
+                resource: Some(resource.into()),
+                verb: Some(verb.into()),
+                namespace: namespace.map(Into::into),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    let answer = Api::<SelfSubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_console_identity_is_prefixed_and_authenticated() {
+        let identity = KubernetesIdentity::console("alice", ["developer", "operator"]);
+        assert_eq!(identity.user, "console:alice");
+        assert_eq!(
+            identity.groups,
+            [
+                "console:developer",
+                "console:operator",
+                "system:authenticated"
+            ]
+        );
+    }
+}

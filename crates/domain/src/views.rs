@@ -1,0 +1,169 @@
+//! What the console's pages and API show about the cluster: the views the use cases
+//! return (built on the server, rendered by the pages and sent in live snapshots).
+//! Instants are formatted by [`format_instant`].
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::claim::{ClaimPhase, ClaimReason};
+
+/// An instant as every page writes it: `YYYY-MM-DD HH:MM UTC`.
+pub fn format_instant(at: OffsetDateTime) -> String {
+    let at = at.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02} UTC",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute()
+    )
+}
+
+/// One resource of the "What can I do?" matrix: verb → allowed, in every namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessRow {
+    /// The plural resource name, e.g. `virtualmachineclaims`.
+    pub resource: String,
+    pub verbs: Vec<(String, bool)>,
+}
+
+/// The dashboard: the pools the person may see and their own claims (SPEC §6).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DashboardView {
+    /// Whether the console is connected to a cluster at all.
+    pub cluster: bool,
+    pub pools: Vec<PoolRow>,
+    pub claims: Vec<ClaimRow>,
+    /// Every claim the person may list, for operators and admins (SPEC §6); empty for
+    /// others.
+    pub all_claims: Vec<ClaimRow>,
+    /// Lifetimes offered when claiming, in seconds.
+    pub ttl_choices: Vec<u32>,
+}
+
+/// A VirtualMachinePool as the dashboard shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolRow {
+    pub namespace: String,
+    pub name: String,
+    /// Ready, unclaimed members.
+    pub ready: u32,
+    pub claimed: u32,
+    pub max: u32,
+    /// Whether Kubernetes lets this person create claims in the namespace
+    /// (SelfSubjectAccessReview).
+    pub can_claim: bool,
+}
+
+/// A VirtualMachineClaim as the dashboard shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimRow {
+    pub namespace: String,
+    pub name: String,
+    /// `spec.subject.id`: whom the sandbox is for.
+    pub subject: String,
+    pub pool: String,
+    /// `Pending`, `Bound`, `Releasing`, `Failed`, or empty before the controller saw it.
+    /// `status.phase`; `None` before the claim controller has seen the claim.
+    pub phase: Option<ClaimPhase>,
+    /// `status.reason`, typed where the claim controller wrote it.
+    pub reason: Option<ClaimReason>,
+    /// `status.message`: the controller's explanation, in English.
+    pub message: String,
+    /// When the lifetime ends ([`format_instant`]).
+    pub expires_at: Option<String>,
+    /// Seconds left when the page was rendered.
+    pub remaining_secs: Option<i64>,
+    pub addresses: Vec<String>,
+    /// Whether to offer Release: Kubernetes RBAC allows the person to delete claims in
+    /// the namespace (SelfSubjectAccessReview), and the claim is theirs or they oversee
+    /// claims. The release admission policy still decides.
+    pub can_release: bool,
+}
+
+/// One claim's page (SPEC §8): the dashboard's row and what only the detail shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimView {
+    pub claim: ClaimRow,
+    /// `spec.subject.issuer`: the identity provider of the subject.
+    pub issuer: String,
+    pub ttl_seconds: u32,
+    /// [`format_instant`].
+    pub created_at: Option<String>,
+    /// When the claim became Bound ([`format_instant`]) (the lifetime counts from here).
+    pub bound_at: Option<String>,
+    /// `status.virtualMachineRef`: the member VM bound to the claim.
+    pub virtual_machine: Option<String>,
+    /// The claim no longer exists: released or expired while the page was open.
+    pub gone: bool,
+}
+
+impl ClaimView {
+    /// What the page shows once the claim `namespace/name` has been deleted.
+    pub fn gone(namespace: &str, name: &str) -> Self {
+        Self {
+            claim: ClaimRow {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                ..ClaimRow::default()
+            },
+            gone: true,
+            ..Self::default()
+        }
+    }
+}
+
+/// The Roles page: each role's Kubernetes rules, read as the admin, and who holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolesView {
+    pub builtin: Vec<RoleRow>,
+    pub custom: Vec<RoleRow>,
+    /// The banlieue.io resources and verbs a custom role may grant (the form's grid).
+    pub resources: Vec<String>,
+    pub verbs: Vec<String>,
+    /// The custom role being edited (`?edit=<name>`), whose grants pre-fill the form.
+    pub editing: Option<RoleRow>,
+}
+
+/// A role as the Roles page shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleRow {
+    pub name: String,
+    /// One line per rule, e.g. `get, list, watch — virtualmachineclaims (banlieue.io)`.
+    pub rules: Vec<String>,
+    /// (resource, verb) pairs granted on banlieue.io, for the edit form.
+    pub grants: Vec<(String, String)>,
+    /// Console users holding the role.
+    pub holders: Vec<String>,
+}
+
+/// The Pools page (operators): every pool the person may list, and the form.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolsView {
+    pub pools: Vec<PoolForm>,
+    /// What the form shows: the pool being edited (`?edit=<ns>/<name>`), or defaults.
+    pub form: PoolForm,
+    /// Whether Kubernetes lets the person create pools in every namespace
+    /// (SelfSubjectAccessReview): only then the form and the Edit / Delete buttons show.
+    pub can_manage: bool,
+}
+
+/// A VirtualMachinePool's settings, as listed and as edited.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolForm {
+    pub namespace: String,
+    pub name: String,
+    pub warm_replicas: u32,
+    pub max_replicas: u32,
+    pub image_revision: String,
+    pub cpu: u32,
+    /// A Kubernetes quantity, e.g. `4Gi`.
+    pub memory: String,
+    pub image: String,
+    pub provider: String,
+    /// Ready / claimed / all members, when listed.
+    pub ready: u32,
+    pub claimed: u32,
+    pub total: u32,
+}

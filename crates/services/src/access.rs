@@ -1,0 +1,45 @@
+//! "What can I do?" (SPEC §8): Kubernetes' own answer, per resource and verb, asked as
+//! the principal with SelfSubjectAccessReviews.
+
+use banlieue_domain::views::AccessRow;
+use cluster::impersonation::may;
+
+use crate::{Console, Principal, Result, ServiceError};
+
+/// The resources of the matrix.
+const RESOURCES: [&str; 3] = [
+    "virtualmachinepools",
+    "virtualmachineclaims",
+    "virtualmachines",
+];
+/// The verbs of the matrix, as Kubernetes names them.
+const VERBS: [&str; 6] = ["get", "list", "watch", "create", "update", "delete"];
+
+impl Console {
+    /// The matrix: for each banlieue resource, whether each verb is allowed in every
+    /// namespace. Empty without a cluster.
+    ///
+    /// Errors: a review Kubernetes did not answer ([`ServiceError::Unavailable`] or its
+    /// refusal).
+    pub async fn access(&self, who: &Principal) -> Result<Vec<AccessRow>> {
+        let client = match self.client(who) {
+            Err(ServiceError::NoCluster) => return Ok(Vec::new()),
+            other => other?,
+        };
+        let mut rows = Vec::with_capacity(RESOURCES.len());
+        for resource in RESOURCES {
+            let answers =
+                futures::future::try_join_all(VERBS.map(|verb| may(&client, resource, verb, None)))
+                    .await?;
+            rows.push(AccessRow {
+                resource: resource.to_owned(),
+                verbs: VERBS
+                    .iter()
+                    .zip(answers)
+                    .map(|(verb, allowed)| ((*verb).to_owned(), allowed))
+                    .collect(),
+            });
+        }
+        Ok(rows)
+    }
+}

@@ -1,0 +1,301 @@
+//! Claims (SPEC §6): the dashboard, one claim, claiming and releasing, and who oversees
+//! whom. Read and written as the principal; the claim admission policy checks that a
+//! claim's subject is its creator.
+
+use std::collections::HashMap;
+
+use banlieue_domain::BuiltinRole;
+use banlieue_domain::claim::{ClaimPhase, ClaimReason};
+use banlieue_domain::object_names::{is_dns_label, is_dns_subdomain};
+use banlieue_domain::views::{ClaimRow, ClaimView, DashboardView, PoolRow, format_instant};
+use cluster::crd::{VirtualMachineClaim, VirtualMachineClaimSpec, VirtualMachinePool};
+use cluster::impersonation::may;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::{Api, ResourceExt};
+use time::OffsetDateTime;
+
+use crate::{Console, Principal, Result, ServiceError};
+
+const CLAIMS: &str = "virtualmachineclaims";
+
+/// A request for a sandbox: a pool by namespace and name, and a lifetime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateClaim {
+    /// The pool's namespace (an RFC 1123 label).
+    pub namespace: String,
+    /// The pool's name.
+    pub pool: String,
+    /// The lifetime in seconds: one of [`crate::Settings::claim_ttl_choices`]; `None`
+    /// when what was sent is not a number.
+    pub ttl_seconds: Option<u32>,
+}
+
+impl Console {
+    /// The dashboard: the pools the principal may list (with whether they may claim in
+    /// each namespace), their own claims, and everyone's for those who oversee claims.
+    /// Without a cluster, an empty view saying so.
+    ///
+    /// Errors: Kubernetes refusals other than a refused list (which shows as empty);
+    /// [`ServiceError::Unavailable`].
+    pub async fn dashboard(&self, who: &Principal) -> Result<DashboardView> {
+        let client = match self.client(who) {
+            Err(ServiceError::NoCluster) => return Ok(DashboardView::default()),
+            other => other?,
+        };
+        let pools = visible(
+            Api::<VirtualMachinePool>::all(client.clone())
+                .list(&ListParams::default())
+                .await,
+        )?;
+        let claims = visible(
+            Api::<VirtualMachineClaim>::all(client.clone())
+                .list(&ListParams::default())
+                .await,
+        )?;
+        let mut rights = Rights::new(&client);
+        let mut pool_rows = Vec::with_capacity(pools.len());
+        for pool in pools {
+            let namespace = pool.namespace().unwrap_or_default();
+            let status = pool.status.clone().unwrap_or_default();
+            pool_rows.push(PoolRow {
+                name: pool.name_any(),
+                can_claim: rights.may("create", &namespace).await?,
+                namespace,
+                ready: status.ready_replicas,
+                claimed: status.claimed_replicas,
+                max: pool.spec.max_replicas,
+            });
+        }
+        let now = OffsetDateTime::now_utc();
+        let overseer = oversees_claims(who);
+        let (mut own, mut everyone) = (Vec::new(), Vec::new());
+        for claim in &claims {
+            let mine = self.is_own(who, claim);
+            if !mine && !overseer {
+                continue;
+            }
+            let namespace = claim.namespace().unwrap_or_default();
+            let row = claim_row(claim, now, rights.may("delete", &namespace).await?);
+            if mine {
+                own.push(row.clone());
+            }
+            if overseer {
+                everyone.push(row);
+            }
+        }
+        let by_place =
+            |a: &ClaimRow, b: &ClaimRow| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name));
+        own.sort_by(by_place);
+        everyone.sort_by(by_place);
+        Ok(DashboardView {
+            cluster: true,
+            pools: pool_rows,
+            claims: own,
+            all_claims: everyone,
+            ttl_choices: self.settings.claim_ttl_choices.clone(),
+        })
+    }
+
+    /// One claim as its page shows it, read as the principal; `None` when it does not
+    /// exist (released, expired, or never made).
+    ///
+    /// Errors: [`ServiceError::NotFound`] for a namespace or name no claim could have;
+    /// Kubernetes refusals; [`ServiceError::NoCluster`], [`ServiceError::Unavailable`].
+    pub async fn claim(
+        &self,
+        who: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ClaimView>> {
+        check_object_path(namespace, name)?;
+        let client = self.client(who)?;
+        let found = Api::<VirtualMachineClaim>::namespaced(client.clone(), namespace)
+            .get_opt(name)
+            .await?;
+        let Some(claim) = found else {
+            return Ok(None);
+        };
+        let may_delete = (self.is_own(who, &claim) || oversees_claims(who))
+            && may(&client, CLAIMS, "delete", Some(namespace)).await?;
+        let status = claim.status.clone().unwrap_or_default();
+        let when = |at: Option<&Time>| at.and_then(instant).map(format_instant);
+        Ok(Some(ClaimView {
+            claim: claim_row(&claim, OffsetDateTime::now_utc(), may_delete),
+            issuer: claim.spec.subject.issuer.clone(),
+            ttl_seconds: claim.spec.ttl_seconds,
+            created_at: when(claim.metadata.creation_timestamp.as_ref()),
+            bound_at: when(status.bound_at.as_ref()),
+            virtual_machine: status.virtual_machine_ref,
+            gone: false,
+        }))
+    }
+
+    /// Claims a sandbox for the principal (`spec.subject` = them at this console's
+    /// issuer) from a pool they can see; returns the new claim's name. Audited
+    /// `claim.create`.
+    ///
+    /// Errors: [`ServiceError::Invalid`] (`ttl_seconds` not offered, a malformed
+    /// namespace or pool, a pool the principal cannot see); Kubernetes refusals (RBAC, the
+    /// admission policy); [`ServiceError::NoCluster`], [`ServiceError::Unavailable`].
+    pub async fn create_claim(&self, who: &Principal, command: CreateClaim) -> Result<String> {
+        let target = format!("{}/{}", command.namespace, command.pool);
+        let created = self.try_create_claim(who, &command).await;
+        let target = match &created {
+            Ok(name) => format!("{}/{name}", command.namespace),
+            Err(_) => target,
+        };
+        self.audited(who, "claim.create", &target, created).await
+    }
+
+    async fn try_create_claim(&self, who: &Principal, command: &CreateClaim) -> Result<String> {
+        let Some(ttl_seconds) = command
+            .ttl_seconds
+            .filter(|ttl| self.settings.claim_ttl_choices.contains(ttl))
+        else {
+            return Err(ServiceError::invalid(
+                "ttl_seconds",
+                "not one of the lifetimes offered",
+            ));
+        };
+        if !is_dns_label(&command.namespace) || !is_dns_subdomain(&command.pool) {
+            return Err(ServiceError::invalid(
+                "pool",
+                "not a pool's namespace and name",
+            ));
+        }
+        let client = self.client(who)?;
+        // Only a pool the person can see: a claim for a pool that does not exist would
+        // wait forever.
+        let pool = Api::<VirtualMachinePool>::namespaced(client.clone(), &command.namespace)
+            .get_opt(&command.pool)
+            .await?;
+        if pool.is_none() {
+            return Err(ServiceError::invalid("pool", "no such pool"));
+        }
+        let claim = VirtualMachineClaim {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{}-", who.name())),
+                namespace: Some(command.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: VirtualMachineClaimSpec {
+                pool_ref: command.pool.clone(),
+                ttl_seconds,
+                subject: who.subject(&self.settings.issuer),
+            },
+            status: None,
+        };
+        let created = Api::<VirtualMachineClaim>::namespaced(client, &command.namespace)
+            .create(&PostParams::default(), &claim)
+            .await?;
+        Ok(created.name_any())
+    }
+
+    /// Releases a claim as the principal: deletes it, and the claim controller deletes
+    /// its VM first (SPEC §6 release ordering). Audited `claim.release`.
+    ///
+    /// Errors: [`ServiceError::NotFound`] for a malformed path; Kubernetes refusals (RBAC,
+    /// the release policy, a claim already gone); [`ServiceError::NoCluster`],
+    /// [`ServiceError::Unavailable`].
+    pub async fn release_claim(&self, who: &Principal, namespace: &str, name: &str) -> Result<()> {
+        let released = async {
+            check_object_path(namespace, name)?;
+            Api::<VirtualMachineClaim>::namespaced(self.client(who)?, namespace)
+                .delete(name, &DeleteParams::default())
+                .await?;
+            Ok(())
+        };
+        let released = released.await;
+        self.audited(
+            who,
+            "claim.release",
+            &format!("{namespace}/{name}"),
+            released,
+        )
+        .await
+    }
+
+    /// Whether `claim` is the principal's own: its subject is them at this console's
+    /// issuer.
+    pub fn is_own(&self, who: &Principal, claim: &VirtualMachineClaim) -> bool {
+        claim.spec.subject == who.subject(&self.settings.issuer)
+    }
+}
+
+/// Operators and admins see and release everyone's claims (SPEC §6).
+pub fn oversees_claims(who: &Principal) -> bool {
+    who.holds(BuiltinRole::Operator)
+}
+
+/// Whether `namespace/name` may name a claim or pool ([`is_dns_label`],
+/// [`is_dns_subdomain`]); anything else is [`ServiceError::NotFound`] before Kubernetes
+/// is asked.
+pub(crate) fn check_object_path(namespace: &str, name: &str) -> Result<()> {
+    if is_dns_label(namespace) && is_dns_subdomain(name) {
+        Ok(())
+    } else {
+        Err(ServiceError::not_found(
+            "not an object's namespace and name",
+        ))
+    }
+}
+
+/// The principal's RBAC answers on claims per namespace and verb, asked once each.
+struct Rights<'a> {
+    client: &'a kube::Client,
+    answers: HashMap<(&'static str, String), bool>,
+}
+
+impl<'a> Rights<'a> {
+    fn new(client: &'a kube::Client) -> Self {
+        Self {
+            client,
+            answers: HashMap::new(),
+        }
+    }
+
+    async fn may(&mut self, verb: &'static str, namespace: &str) -> Result<bool> {
+        let key = (verb, namespace.to_owned());
+        if let Some(answer) = self.answers.get(&key) {
+            return Ok(*answer);
+        }
+        let answer = may(self.client, CLAIMS, verb, Some(namespace)).await?;
+        self.answers.insert(key, answer);
+        Ok(answer)
+    }
+}
+
+/// `claim` as a row; `may_delete` is the principal's RBAC answer for deleting claims in
+/// its namespace.
+fn claim_row(claim: &VirtualMachineClaim, now: OffsetDateTime, may_delete: bool) -> ClaimRow {
+    let status = claim.status.clone().unwrap_or_default();
+    let expires = status.expires_at.as_ref().and_then(instant);
+    ClaimRow {
+        namespace: claim.namespace().unwrap_or_default(),
+        name: claim.name_any(),
+        subject: claim.spec.subject.id.clone(),
+        pool: claim.spec.pool_ref.clone(),
+        phase: status.phase.as_deref().and_then(ClaimPhase::parse),
+        reason: status.reason.as_deref().map(ClaimReason::parse),
+        message: status.message.unwrap_or_default(),
+        expires_at: expires.map(format_instant),
+        remaining_secs: expires.map(|at| (at - now).whole_seconds().max(0)),
+        addresses: status.addresses.iter().map(|a| a.address.clone()).collect(),
+        can_release: may_delete && claim.metadata.deletion_timestamp.is_none(),
+    }
+}
+
+/// A Kubernetes timestamp (second precision) as an instant.
+fn instant(at: &Time) -> Option<OffsetDateTime> {
+    OffsetDateTime::from_unix_timestamp(at.0.as_second()).ok()
+}
+
+/// A list the principal may not read at all is an empty list, not an error.
+pub(crate) fn visible<K: Clone>(listed: kube::Result<kube::core::ObjectList<K>>) -> Result<Vec<K>> {
+    match listed {
+        Ok(list) => Ok(list.items),
+        Err(kube::Error::Api(status)) if status.code == 403 => Ok(Vec::new()),
+        Err(error) => Err(error.into()),
+    }
+}

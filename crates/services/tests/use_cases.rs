@@ -1,0 +1,415 @@
+//! The use cases on the Kubernetes emulator with the chart installed, without HTTP: as
+//! different people, through impersonation, so the chart's RBAC and admission decide.
+//! Every refused action leaves an audit row; a role whose binding is refused leaves
+//! nothing behind.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+
+use banlieue_domain::{RoleName, Roles, UserName};
+use banlieue_identity::{Accounts, PasswordHasher, ThrottlePolicy};
+use banlieue_store::{AuditEvent, NewUser, Store};
+use cluster::Impersonation;
+use cluster::chart;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use kube_emulator::{Emulator, EmulatorConfig};
+use services::{
+    Authenticator, Console, CreateClaim, Decider, Principal, SavePool, SaveRole, ServiceError,
+    Settings,
+};
+use time::OffsetDateTime;
+
+const ISSUER: &str = "https://console.example.com";
+const ADDRESS: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
+
+struct Setup {
+    emulator: Emulator,
+    admin: Client,
+    accounts: Arc<Accounts>,
+    console: Console,
+    _dir: tempfile::TempDir,
+}
+
+impl Setup {
+    /// The emulator with the chart, namespace `demo` and pool `sandbox`.
+    async fn start() -> Self {
+        let emulator = Emulator::start(EmulatorConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..EmulatorConfig::default()
+        })
+        .await
+        .unwrap();
+        let config = kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::from_yaml(&emulator.kubeconfig_yaml()).unwrap(),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+        let admin = Client::try_from(config.clone()).unwrap();
+        chart::install(&admin, &chart::ClaimSubjectPolicy::only_issuer(ISSUER))
+            .await
+            .unwrap();
+        let demo = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: demo\n---\n\
+            apiVersion: banlieue.io/v1alpha1\nkind: VirtualMachinePool\nmetadata:\n  name: sandbox\n  namespace: demo\n\
+            spec:\n  warmReplicas: 1\n  maxReplicas: 2\n  imageRevision: r1\n  template:\n    cpu: 1\n    memory: 1Gi\n    image: img\n  providerRef: simulated\n";
+        chart::apply(&admin, &chart::parse_documents(demo).unwrap())
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&format!("sqlite://{}/console.db", dir.path().display()))
+            .await
+            .unwrap();
+        let hasher = PasswordHasher::with_params(argon2::Params::new(1024, 1, 1, None).unwrap());
+        let accounts = Arc::new(Accounts::new(store, hasher, ThrottlePolicy::default()));
+        let settings = Settings {
+            issuer: ISSUER.into(),
+            claim_ttl_choices: vec![900, 3600],
+        };
+        let console = Console::new(
+            accounts.clone(),
+            Some(Arc::new(Impersonation::new(config))),
+            settings,
+        );
+        Self {
+            emulator,
+            admin,
+            accounts,
+            console,
+            _dir: dir,
+        }
+    }
+
+    /// A console account holding `roles`, as a principal.
+    async fn person(&self, name: &str, roles: &[&str]) -> Principal {
+        let new = NewUser {
+            name: UserName::parse(name).unwrap(),
+            display_name: String::new(),
+            email: String::new(),
+            roles: Roles::new(roles.iter().map(|r| RoleName::parse(r).unwrap()).collect()).unwrap(),
+            must_change_password: false,
+        };
+        let user = self
+            .accounts
+            .store()
+            .create_user(
+                &new,
+                "$argon2id$v=19$m=1024,t=1,p=1$c2FsdHNhbHQ$aGFzaA",
+                OffsetDateTime::now_utc(),
+            )
+            .await
+            .unwrap();
+        Principal::local(user, Authenticator::Session, ADDRESS)
+    }
+
+    /// The audit rows of `action`, newest first.
+    async fn audited(&self, action: &str) -> Vec<AuditEvent> {
+        let rows = self.accounts.store().recent_audit(100).await.unwrap();
+        rows.into_iter().filter(|e| e.action == action).collect()
+    }
+}
+
+fn claim_in(pool: &str, ttl: u32) -> CreateClaim {
+    CreateClaim {
+        namespace: "demo".into(),
+        pool: pool.into(),
+        ttl_seconds: Some(ttl),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_developer_claims_and_releases_and_both_are_audited() {
+    let setup = Setup::start().await;
+    let alice = setup.person("alice", &["developer"]).await;
+    let view = setup.console.dashboard(&alice).await.unwrap();
+    assert!(view.cluster);
+    assert!(
+        view.pools
+            .iter()
+            .any(|p| p.name == "sandbox" && p.can_claim)
+    );
+
+    let name = setup
+        .console
+        .create_claim(&alice, claim_in("sandbox", 900))
+        .await
+        .unwrap();
+    assert!(name.starts_with("alice-"), "{name}");
+    let view = setup.console.dashboard(&alice).await.unwrap();
+    assert_eq!(view.claims.len(), 1);
+    assert!(view.all_claims.is_empty(), "a developer oversees nobody");
+    let detail = setup
+        .console
+        .claim(&alice, "demo", &name)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(detail.issuer, ISSUER);
+    assert!(detail.claim.can_release);
+
+    setup
+        .console
+        .release_claim(&alice, "demo", &name)
+        .await
+        .unwrap();
+    let created = setup.audited("claim.create").await;
+    assert_eq!(created[0].result, "success");
+    assert_eq!(created[0].target, format!("demo/{name}"));
+    assert_eq!(created[0].source_ip, ADDRESS.to_string());
+    assert_eq!(setup.audited("claim.release").await[0].result, "success");
+    setup.emulator.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_claims_are_audited_with_who_decided() {
+    let setup = Setup::start().await;
+    let viewer = setup.person("victor", &["viewer"]).await;
+    let alice = setup.person("alice", &["developer"]).await;
+
+    let refused = setup
+        .console
+        .create_claim(&viewer, claim_in("sandbox", 900))
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(ServiceError::Forbidden {
+                by: Decider::Kubernetes,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    let bad_ttl = setup
+        .console
+        .create_claim(&alice, claim_in("sandbox", 5))
+        .await;
+    assert!(
+        matches!(bad_ttl, Err(ServiceError::Invalid { by: Decider::Console, ref field, .. }) if field == "ttl_seconds"),
+        "{bad_ttl:?}"
+    );
+    let no_pool = setup
+        .console
+        .create_claim(&alice, claim_in("nothing", 900))
+        .await;
+    assert!(matches!(no_pool, Err(ServiceError::Invalid { ref field, .. }) if field == "pool"));
+
+    let rows = setup.audited("claim.create").await;
+    let results: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|e| (e.actor.as_str(), e.result.as_str()))
+        .collect();
+    assert_eq!(
+        results,
+        [
+            ("alice", "invalid"),
+            ("alice", "invalid"),
+            ("victor", "forbidden")
+        ]
+    );
+    assert!(!rows[2].detail.is_empty(), "Kubernetes' reason is kept");
+
+    let released = setup
+        .console
+        .release_claim(&viewer, "demo", "someone-else")
+        .await;
+    assert!(released.is_err());
+    assert_eq!(setup.audited("claim.release").await[0].result, "forbidden");
+    setup.emulator.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pools_are_validated_by_the_crd_bounds_and_refusals_are_audited() {
+    let setup = Setup::start().await;
+    let operator = setup.person("olga", &["operator"]).await;
+    let developer = setup.person("dev", &["developer"]).await;
+    let pool = SavePool {
+        namespace: "demo".into(),
+        name: "big".into(),
+        warm_replicas: "2".into(),
+        max_replicas: "4".into(),
+        image_revision: "r1".into(),
+        cpu: "2".into(),
+        memory: "2Gi".into(),
+        image: "img".into(),
+        provider: "simulated".into(),
+    };
+    assert_eq!(
+        setup.console.save_pool(&operator, &pool).await.unwrap(),
+        "big"
+    );
+    let view = setup
+        .console
+        .pools(&operator, Some(("demo", "big")))
+        .await
+        .unwrap();
+    assert!(view.can_manage);
+    assert_eq!(view.form.max_replicas, 4);
+
+    let too_warm = SavePool {
+        warm_replicas: "5".into(),
+        ..pool.clone()
+    };
+    let refused = setup.console.save_pool(&operator, &too_warm).await;
+    assert!(
+        matches!(refused, Err(ServiceError::Invalid { ref field, .. }) if field == "warm_replicas")
+    );
+    let too_many = SavePool {
+        max_replicas: "10001".into(),
+        ..pool.clone()
+    };
+    assert!(setup.console.save_pool(&operator, &too_many).await.is_err());
+    let by_rbac = setup.console.save_pool(&developer, &pool).await;
+    assert!(matches!(
+        by_rbac,
+        Err(ServiceError::Forbidden {
+            by: Decider::Kubernetes,
+            ..
+        })
+    ));
+    let deleted = setup.console.delete_pool(&developer, "demo", "big").await;
+    assert!(deleted.is_err());
+
+    let saves: Vec<String> = setup
+        .audited("pool.save")
+        .await
+        .into_iter()
+        .map(|e| format!("{}:{}", e.actor, e.result))
+        .collect();
+    assert_eq!(
+        saves,
+        [
+            "dev:forbidden",
+            "olga:invalid",
+            "olga:invalid",
+            "olga:success"
+        ]
+    );
+    assert_eq!(setup.audited("pool.delete").await[0].result, "forbidden");
+    setup.emulator.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_is_made_whole_or_not_at_all() {
+    let setup = Setup::start().await;
+    let admin = setup.person("ada", &["admin"]).await;
+    let developer = setup.person("dev", &["developer"]).await;
+    let grants = vec![("virtualmachineclaims".to_owned(), "get".to_owned())];
+    let role = SaveRole {
+        name: "auditor".into(),
+        grants: grants.clone(),
+    };
+    let saved = setup.console.save_role(&admin, &role).await.unwrap();
+    assert_eq!(saved.as_str(), "auditor");
+    let view = setup.console.roles(&admin, Some("auditor")).await.unwrap();
+    let editing = view.editing.expect("the role being edited");
+    assert_eq!(editing.holders, ["ada"], "the author holds a new role");
+    assert_eq!(setup.audited("role.create").await[0].result, "success");
+    setup.console.save_role(&admin, &role).await.unwrap();
+    assert_eq!(setup.audited("role.update").await[0].result, "success");
+
+    // Only admins; the console decides before Kubernetes is asked.
+    let refused = setup.console.save_role(&developer, &role).await;
+    assert!(matches!(
+        refused,
+        Err(ServiceError::Forbidden {
+            by: Decider::Console,
+            ..
+        })
+    ));
+    assert_eq!(setup.audited("role.save").await[0].result, "forbidden");
+
+    // Kubernetes lets this admin make ClusterRoles but not bind them: the new role's
+    // ClusterRole goes again, and nobody holds it.
+    let roles = Api::<ClusterRole>::all(setup.admin.clone());
+    roles
+        .patch(
+            "console-admin",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(ClusterRole {
+                metadata: kube::api::ObjectMeta {
+                    name: Some("console-admin".into()),
+                    ..Default::default()
+                },
+                rules: Some(vec![
+                    PolicyRule {
+                        api_groups: Some(vec!["rbac.authorization.k8s.io".into()]),
+                        resources: Some(vec!["clusterroles".into()]),
+                        verbs: vec!["*".into()],
+                        ..Default::default()
+                    },
+                    PolicyRule {
+                        api_groups: Some(vec!["banlieue.io".into()]),
+                        resources: Some(vec!["*".into()]),
+                        verbs: vec!["*".into()],
+                        ..Default::default()
+                    },
+                ]),
+                ..Default::default()
+            }),
+        )
+        .await
+        .unwrap();
+    let half = SaveRole {
+        name: "half".into(),
+        grants,
+    };
+    let refused = setup.console.save_role(&admin, &half).await;
+    assert!(
+        matches!(
+            refused,
+            Err(ServiceError::Forbidden {
+                by: Decider::Kubernetes,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert!(
+        roles.get_opt("console-role-half").await.unwrap().is_none(),
+        "no ClusterRole is left without its binding"
+    );
+    assert!(
+        setup
+            .accounts
+            .store()
+            .user_names_with_role("half")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let rows = setup.audited("role.save").await;
+    assert_eq!(
+        (rows[0].target.as_str(), rows[0].result.as_str()),
+        ("half", "forbidden")
+    );
+    setup.emulator.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_can_i_do_is_kubernetes_answer_and_empty_without_a_cluster() {
+    let setup = Setup::start().await;
+    let viewer = setup.person("victor", &["viewer"]).await;
+    let rows = setup.console.access(&viewer).await.unwrap();
+    let claims = rows
+        .iter()
+        .find(|r| r.resource == "virtualmachineclaims")
+        .unwrap();
+    let allowed = |verb: &str| claims.verbs.iter().any(|(v, ok)| v == verb && *ok);
+    assert!(allowed("list"));
+    assert!(!allowed("create"));
+
+    let settings = setup.console.settings().clone();
+    let offline = Console::new(setup.accounts.clone(), None, settings);
+    assert!(offline.access(&viewer).await.unwrap().is_empty());
+    assert!(!offline.dashboard(&viewer).await.unwrap().cluster);
+    assert!(matches!(
+        offline
+            .create_claim(&viewer, claim_in("sandbox", 900))
+            .await,
+        Err(ServiceError::NoCluster)
+    ));
+    assert_eq!(setup.audited("claim.create").await[0].result, "no-cluster");
+    setup.emulator.shutdown().await;
+}
