@@ -329,6 +329,10 @@ pub enum ConfigError {
     )]
     DevClusterListen { value: String },
     #[error(
+        "BANLIEUE_DEV_CLUSTER / --dev-cluster: this build has no dev cluster (it was built without the `dev-cluster` feature); point BANLIEUE_KUBECONFIG at a cluster instead"
+    )]
+    DevClusterNotBuilt,
+    #[error(
         "BANLIEUE_TRUSTED_PROXIES / --trusted-proxies: {value:?} is not an IP address or a CIDR range such as 10.0.0.0/8"
     )]
     TrustedProxies { value: String },
@@ -517,6 +521,9 @@ impl Settings {
             return Ok(KubeSource::Kubeconfig(None));
         }
         if self.dev_cluster {
+            if !cfg!(feature = "dev-cluster") {
+                return Err(ConfigError::DevClusterNotBuilt);
+            }
             let listen =
                 self.dev_cluster_listen
                     .parse()

@@ -7,6 +7,7 @@ mod account;
 mod admin;
 mod claims;
 pub mod config;
+#[cfg(feature = "dev-cluster")]
 pub mod dev_cluster;
 mod form;
 mod handlers;

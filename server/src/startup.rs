@@ -15,7 +15,6 @@ use time::OffsetDateTime;
 use tower_sessions_core::session_store::ExpiredDeletion;
 
 use crate::config::{Config, KubeSource, LogFormat};
-use crate::dev_cluster::DevCluster;
 use crate::{AppState, router};
 use cluster::Impersonation;
 
@@ -150,6 +149,23 @@ pub async fn serve_on(
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The dev cluster of `make run` (the emulator with the chart and a demo pool), in builds
+/// with the `dev-cluster` feature.
+#[cfg(feature = "dev-cluster")]
+use crate::dev_cluster::DevCluster;
+
+/// Without the `dev-cluster` feature there is none (the configuration refuses to ask for
+/// one), and the emulator is not linked.
+#[cfg(not(feature = "dev-cluster"))]
+pub enum DevCluster {}
+
+#[cfg(not(feature = "dev-cluster"))]
+impl DevCluster {
+    async fn shutdown(self) {
+        match self {}
+    }
 }
 
 /// What `serve_on` accepts connections from.
@@ -290,6 +306,9 @@ pub async fn open_cluster(
                 )?;
             Ok((Some(Arc::new(access)), None))
         }
+        #[cfg(not(feature = "dev-cluster"))]
+        KubeSource::Dev { .. } => Err(crate::config::ConfigError::DevClusterNotBuilt.into()),
+        #[cfg(feature = "dev-cluster")]
         KubeSource::Dev { listen, dir } => {
             let dev = DevCluster::start(listen, &dir, &config.external_url).await?;
             if config.cluster.is_none() {
