@@ -5,24 +5,24 @@ use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use banlieue_identity::SessionGrant;
-use services::Principal;
+use services::{IdentitySource, Principal};
 use tower_sessions::Session;
 
 use crate::AppState;
 use crate::middleware::{client_ip, internal_error, signed_in};
 use crate::pages;
 use crate::session::AUTH_KEY;
-use crate::use_cases::principal;
+use crate::use_cases::{PageContext, Who};
 use banlieue_domain::views::format_instant;
 
 /// `GET /account`.
 pub async fn account_page(
     State(app): State<AppState>,
     session: Session,
-    request: Request,
+    Who(who): Who,
+    PageContext(state): PageContext,
 ) -> Response {
-    let (state, _) = signed_in(&request);
-    account_view(&app, &session, state, &principal(&request), None).await
+    account_view(&app, &session, state, &who, None).await
 }
 
 async fn account_view(
@@ -32,7 +32,7 @@ async fn account_view(
     who: &Principal,
     notice: Option<Notice>,
 ) -> Response {
-    let services::IdentitySource::Local(user) = who.source();
+    let IdentitySource::Local(user) = who.source();
     let loaded = async {
         let current = session
             .get::<SessionGrant>(AUTH_KEY)
@@ -78,15 +78,19 @@ pub async fn revoke_session(
     State(app): State<AppState>,
     Path(handle): Path<String>,
     session: Session,
-    request: Request,
+    Who(who): Who,
+    PageContext(state): PageContext,
 ) -> Response {
-    let (state, user) = signed_in(&request);
-    let source = client_ip(request.extensions());
-    match app.accounts.end_own_session(&user, &handle, source).await {
+    let IdentitySource::Local(user) = who.source();
+    match app
+        .accounts
+        .end_own_session(user, &handle, who.address())
+        .await
+    {
         Ok(ended) => {
             // An unknown handle (already ended, or not ours) just shows the list again.
             let notice = ended.then_some(Notice::SessionRevoked);
-            account_view(&app, &session, state, &principal(&request), notice).await
+            account_view(&app, &session, state, &who, notice).await
         }
         Err(error) => internal_error(state.locale, &error.into()),
     }

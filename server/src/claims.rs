@@ -5,7 +5,8 @@
 use std::convert::Infallible;
 
 use app::{AppError, ClaimView, DashboardView, Notice, Page, PageData, PageState, paths};
-use axum::extract::{Path, Request, State};
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -17,16 +18,21 @@ use services::{CreateClaim, Principal, ServiceError};
 
 use crate::AppState;
 use crate::form::Form;
-use crate::middleware::{error_page, signed_in};
+use crate::middleware::error_page;
 use crate::pages;
 use crate::session::AUTH_KEY;
-use crate::use_cases::{app_error, principal};
+use crate::use_cases::{PageContext, Who, app_error};
 
 /// `GET /`: the dashboard; `?claimed=<name>` / `?released=<name>` (where a claim or
 /// release redirects, so a reload never posts again) show their notice.
-pub async fn dashboard_page(State(app): State<AppState>, request: Request) -> Response {
-    let notice = url::form_urlencoded::parse(request.uri().query().unwrap_or_default().as_bytes())
-        .find_map(|(key, name)| {
+pub async fn dashboard_page(
+    State(app): State<AppState>,
+    Who(who): Who,
+    PageContext(state): PageContext,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let notice = url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()).find_map(
+        |(key, name)| {
             let name = name.into_owned();
             let is_name = is_dns_subdomain(&name);
             match key.as_ref() {
@@ -34,9 +40,9 @@ pub async fn dashboard_page(State(app): State<AppState>, request: Request) -> Re
                 "released" if is_name => Some(Notice::ReleaseRequested { name }),
                 _ => None,
             }
-        });
-    let (state, _) = signed_in(&request);
-    render(&app, state, &principal(&request), notice, None).await
+        },
+    );
+    render(&app, state, &who, notice, None).await
 }
 
 /// Back to the dashboard with a notice (303, RFC 9110 §15.4.4): post/redirect/get.
@@ -49,10 +55,13 @@ fn to_dashboard(key: &str, name: &str) -> Response {
 
 /// `POST /claims` with `namespace`, `pool`, `ttl_seconds`: claims a sandbox for the
 /// person ([`services::Console::create_claim`]).
-pub async fn create_claim(State(app): State<AppState>, request: Request) -> Response {
-    let (state, _) = signed_in(&request);
-    let who = principal(&request);
-    let form = match Form::read(request.into_body()).await {
+pub async fn create_claim(
+    State(app): State<AppState>,
+    Who(who): Who,
+    PageContext(state): PageContext,
+    body: Body,
+) -> Response {
+    let form = match Form::read(body).await {
         Ok(form) => form,
         Err(error) => return render(&app, state, &who, None, Some(error)).await,
     };
@@ -74,10 +83,9 @@ pub async fn create_claim(State(app): State<AppState>, request: Request) -> Resp
 pub async fn release_claim(
     State(app): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
-    request: Request,
+    Who(who): Who,
+    PageContext(state): PageContext,
 ) -> Response {
-    let (state, _) = signed_in(&request);
-    let who = principal(&request);
     match app.console.release_claim(&who, &namespace, &name).await {
         Ok(()) => to_dashboard("released", &name),
         Err(
@@ -98,14 +106,10 @@ pub async fn release_claim(
 pub async fn claim_page(
     State(app): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
-    request: Request,
+    Who(who): Who,
+    PageContext(mut state): PageContext,
 ) -> Response {
-    let (mut state, _) = signed_in(&request);
-    match app
-        .console
-        .claim(&principal(&request), &namespace, &name)
-        .await
-    {
+    match app.console.claim(&who, &namespace, &name).await {
         Ok(Some(view)) => {
             state.data = PageData::Claim(view);
             pages::render(&app, state, StatusCode::OK).await
@@ -131,8 +135,11 @@ pub async fn claim_page(
 
 /// `GET /events/dashboard`: server-sent events, each a JSON [`DashboardView`] sent when
 /// the person's pools or claims change, so an open page updates without reloading.
-pub async fn dashboard_events(State(app): State<AppState>, request: Request) -> Response {
-    let who = principal(&request);
+pub async fn dashboard_events(
+    State(app): State<AppState>,
+    Who(who): Who,
+    request: Request,
+) -> Response {
     let Some(viewer) = SessionViewer::of(&app, &request).await else {
         return StatusCode::UNAUTHORIZED.into_response();
     };
@@ -147,9 +154,9 @@ pub async fn dashboard_events(State(app): State<AppState>, request: Request) -> 
 pub async fn claim_events(
     State(app): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
+    Who(who): Who,
     request: Request,
 ) -> Response {
-    let who = principal(&request);
     let Some(viewer) = SessionViewer::of(&app, &request).await else {
         return StatusCode::UNAUTHORIZED.into_response();
     };

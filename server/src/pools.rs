@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use app::{AppError, Notice, Page, PageData, PageState, PoolsView, paths};
-use axum::extract::{Path, Request, State};
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use banlieue_domain::object_names::is_dns_subdomain;
@@ -12,16 +13,20 @@ use services::{Decider, Principal, SavePool, ServiceError};
 
 use crate::AppState;
 use crate::form::Form;
-use crate::middleware::{error_page, signed_in};
+use crate::middleware::error_page;
 use crate::pages::{self, Refusal};
-use crate::use_cases::{app_error, principal};
+use crate::use_cases::{PageContext, Who, app_error};
 
 /// `GET /pools`; `?edit=<namespace>/<name>` fills the form with that pool;
 /// `?saved=` / `?deleted=` show their notice.
-pub async fn pools_page(State(app): State<AppState>, request: Request) -> Response {
-    let (state, _) = signed_in(&request);
+pub async fn pools_page(
+    State(app): State<AppState>,
+    Who(who): Who,
+    PageContext(state): PageContext,
+    RawQuery(query): RawQuery,
+) -> Response {
     let query: Vec<(String, String)> =
-        url::form_urlencoded::parse(request.uri().query().unwrap_or_default().as_bytes())
+        url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
             .into_owned()
             .collect();
     let value = |key: &str| query.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
@@ -33,15 +38,17 @@ pub async fn pools_page(State(app): State<AppState>, request: Request) -> Respon
                 .filter(|n| is_dns_subdomain(n))
                 .map(|name| Notice::PoolDeleted { name })
         });
-    let who = principal(&request);
     render(&app, state, &who, value("edit").as_deref(), notice, None).await
 }
 
 /// `POST /pools`: creates or changes a pool.
-pub async fn save_pool(State(app): State<AppState>, request: Request) -> Response {
-    let (state, _) = signed_in(&request);
-    let who = principal(&request);
-    let form = match Form::read(request.into_body()).await {
+pub async fn save_pool(
+    State(app): State<AppState>,
+    Who(who): Who,
+    PageContext(state): PageContext,
+    body: Body,
+) -> Response {
+    let form = match Form::read(body).await {
         Ok(form) => form,
         Err(error) => return render(&app, state, &who, None, None, Some((error, None))).await,
     };
@@ -72,10 +79,9 @@ pub async fn save_pool(State(app): State<AppState>, request: Request) -> Respons
 pub async fn delete_pool(
     State(app): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
-    request: Request,
+    Who(who): Who,
+    PageContext(state): PageContext,
 ) -> Response {
-    let (state, _) = signed_in(&request);
-    let who = principal(&request);
     match app.console.delete_pool(&who, &namespace, &name).await {
         Ok(()) => Redirect::to(&format!("{}?deleted={name}", paths::POOLS)).into_response(),
         Err(

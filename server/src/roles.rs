@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use app::{AppError, Notice, Page, PageData, PageState, RolesView, paths};
-use axum::extract::{Path, Request, State};
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use banlieue_domain::RoleName;
@@ -14,15 +15,19 @@ use services::{
 
 use crate::AppState;
 use crate::form::Form;
-use crate::middleware::{error_page, signed_in};
+use crate::middleware::error_page;
 use crate::pages::{self, Refusal};
-use crate::use_cases::{app_error, principal};
+use crate::use_cases::{PageContext, Who, app_error};
 
 /// `GET /roles` (admins); `?edit=<name>` pre-fills the form with that custom role.
-pub async fn roles_page(State(app): State<AppState>, request: Request) -> Response {
-    let (state, _) = signed_in(&request);
+pub async fn roles_page(
+    State(app): State<AppState>,
+    Who(who): Who,
+    PageContext(state): PageContext,
+    RawQuery(query): RawQuery,
+) -> Response {
     let query: Vec<(String, String)> =
-        url::form_urlencoded::parse(request.uri().query().unwrap_or_default().as_bytes())
+        url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
             .into_owned()
             .collect();
     let editing = query
@@ -37,16 +42,18 @@ pub async fn roles_page(State(app): State<AppState>, request: Request) -> Respon
             _ => None,
         }
     });
-    let who = principal(&request);
     render(&app, state, &who, editing.as_deref(), notice, None).await
 }
 
 /// `POST /roles` with `name` and `grant.<resource>.<verb>` checkboxes: creates or
 /// replaces the custom role.
-pub async fn save_role(State(app): State<AppState>, request: Request) -> Response {
-    let (state, _) = signed_in(&request);
-    let who = principal(&request);
-    let form = match Form::read(request.into_body()).await {
+pub async fn save_role(
+    State(app): State<AppState>,
+    Who(who): Who,
+    PageContext(state): PageContext,
+    body: Body,
+) -> Response {
+    let form = match Form::read(body).await {
         Ok(form) => form,
         Err(error) => return render(&app, state, &who, None, None, Some((error, None))).await,
     };
@@ -82,10 +89,9 @@ pub async fn save_role(State(app): State<AppState>, request: Request) -> Respons
 pub async fn delete_role(
     State(app): State<AppState>,
     Path(name): Path<String>,
-    request: Request,
+    Who(who): Who,
+    PageContext(state): PageContext,
 ) -> Response {
-    let (state, _) = signed_in(&request);
-    let who = principal(&request);
     match app.console.delete_role(&who, &name).await {
         Ok(_) => back("deleted", &name),
         Err(

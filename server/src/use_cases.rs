@@ -2,26 +2,13 @@
 //! the one mapping of a [`ServiceError`] to what the person sees (an internal failure is
 //! logged once, under the correlation id the page shows).
 
-use app::AppError;
-use axum::extract::Request;
+use app::{AppError, PageState};
+use axum::extract::FromRequestParts;
+use axum::response::Response;
+use http::request::Parts;
 use services::{Authenticator, Decider, Principal, ServiceError};
 
-use crate::middleware::{CurrentUser, client_ip, correlation_id};
-
-/// The signed-in person of a request behind the access rules (which admit only signed-in
-/// people to the handlers that call this), authenticated by their session.
-pub fn principal(request: &Request) -> Principal {
-    let user = request
-        .extensions()
-        .get::<CurrentUser>()
-        .map(|c| c.0.clone())
-        .expect("the access rules admit only signed-in users here");
-    Principal::local(
-        user,
-        Authenticator::Session,
-        client_ip(request.extensions()),
-    )
-}
+use crate::middleware::{CurrentUser, client_ip, correlation_id, error_page, locale_of};
 
 /// What the person sees of `error`; `invalid` is the form's own message for a command
 /// the console refused as invalid. Kubernetes' refusals keep the API server's message.
@@ -55,5 +42,46 @@ pub fn app_error(error: ServiceError, invalid: AppError) -> AppError {
             tracing::error!(%correlation_id, error = %source, "request failed");
             AppError::Internal { correlation_id }
         }
+    }
+}
+
+/// The signed-in person of a request, for handlers behind the access rules; a request
+/// without one is refused with the console's "Sign in to continue" page (401).
+pub struct Who(pub Principal);
+
+impl<S: Send + Sync> FromRequestParts<S> for Who {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let Some(CurrentUser(user)) = parts.extensions.get::<CurrentUser>().cloned() else {
+            return Err(error_page(
+                locale_of(&parts.headers),
+                &AppError::NotSignedIn,
+            ));
+        };
+        let address = client_ip(&parts.extensions);
+        Ok(Self(Principal::local(
+            user,
+            Authenticator::Session,
+            address,
+        )))
+    }
+}
+
+/// The page state the middleware prepared for this request (language, who is signed
+/// in, the page the path names).
+pub struct PageContext(pub PageState);
+
+impl<S: Send + Sync> FromRequestParts<S> for PageContext {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self(
+            parts
+                .extensions
+                .get::<PageState>()
+                .cloned()
+                .unwrap_or_default(),
+        ))
     }
 }

@@ -386,6 +386,16 @@ async fn a_viewer_sees_pools_but_kubernetes_refuses_a_forged_claim() {
         alert.contains("console:victor"),
         "the API server's reason: {alert}"
     );
+    let audited = app.store().recent_audit(10).await.unwrap();
+    let row = audited
+        .iter()
+        .find(|e| e.action == "claim.create")
+        .expect("the refused claim is audited");
+    assert_eq!(
+        (row.actor.as_str(), row.result.as_str()),
+        ("victor", "forbidden")
+    );
+    assert!(row.detail.contains("console:victor"), "{}", row.detail);
     dev.shutdown().await;
 }
 
@@ -417,6 +427,12 @@ async fn a_claim_form_with_a_lifetime_not_offered_is_refused() {
             .await;
         assert_eq!(odd.status, StatusCode::BAD_REQUEST, "{pool:?}");
     }
+    let audited = app.store().recent_audit(20).await.unwrap();
+    let refusals = audited
+        .iter()
+        .filter(|e| e.action == "claim.create" && e.actor == "alice" && e.result == "invalid")
+        .count();
+    assert_eq!(refusals, 6, "every refused claim form leaves one audit row");
     dev.shutdown().await;
 }
 
@@ -669,6 +685,13 @@ async fn operators_manage_pools_and_developers_are_refused_by_kubernetes() {
         .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
     assert!(refused.alert().unwrap().contains("console:dave"));
+    let audited = app.store().recent_audit(50).await.unwrap();
+    let saves: Vec<(&str, &str)> = audited
+        .iter()
+        .filter(|e| e.action == "pool.save" && e.actor == "dave")
+        .map(|e| (e.target.as_str(), e.result.as_str()))
+        .collect();
+    assert_eq!(saves, [("demo/mine", "forbidden")]);
     dev.shutdown().await;
 }
 
