@@ -24,11 +24,12 @@ use time::OffsetDateTime;
 
 use crate::convert::{self, from_time, parse_rfc3339, rfc3339, to_time};
 use crate::crd::{
-    BOUND_AT_ANNOTATION, CLAIM_FINALIZER, CLAIM_LABEL, POOL_LABEL, SUBJECT_ID_ANNOTATION,
+    BOUND_AT_ANNOTATION, CLAIM_FINALIZER, CLAIM_LABEL, SUBJECT_ID_ANNOTATION,
     SUBJECT_ISSUER_ANNOTATION, VirtualMachine, VirtualMachineAddress, VirtualMachineClaim,
     VirtualMachineClaimStatus, VirtualMachinePool,
 };
 use crate::error::{Error, is_status};
+use crate::member_index::MemberIndex;
 use crate::metrics::Metrics;
 
 /// Requeue after losing a bind race (409 on the member patch): pick again.
@@ -50,32 +51,11 @@ pub struct ClaimContext {
     pub members: Store<VirtualMachine>,
     /// Cache of `VirtualMachinePool`s: the current image revision.
     pub pools: Store<VirtualMachinePool>,
-    /// Members this process just picked (bound, or lost a race on): see [`RecentBinds`].
-    pub recent_binds: Arc<RecentBinds>,
+    /// The members a bind may take, by pool, in pick order; fed by the member watch
+    /// ([`MemberIndex`]).
+    pub members_index: Arc<MemberIndex>,
     /// Counters.
     pub metrics: Arc<Metrics>,
-}
-
-/// Members this process has just picked for a bind, keyed by `(namespace, name)`, with the
-/// `resourceVersion` the cache showed then. Until the cache shows another version, that
-/// cached copy is known to be stale (the patch changed it, or someone else did and we got
-/// 409), so other passes skip it instead of every Pending claim racing for the same best
-/// member. Only a throughput aid: correctness rests on the resourceVersion precondition.
-#[derive(Debug, Default)]
-pub struct RecentBinds(std::sync::Mutex<std::collections::HashMap<(String, String), String>>);
-
-impl RecentBinds {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(String, String), String>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn forget(&self, namespace: &str, name: &str) {
-        self.lock().remove(&(namespace.to_owned(), name.to_owned()));
-    }
 }
 
 fn missing(field: &'static str) -> Error {
@@ -144,39 +124,39 @@ pub async fn reconcile_claim(
         .pools
         .get(&ObjectRef::new(&claim.spec.pool_ref).within(&namespace));
     let now = convert::now();
+    let mut snapshot = ClaimSnapshot {
+        uid: &uid,
+        deleting,
+        phase: parse_phase(status.phase.as_deref()),
+        expires_at: status.expires_at.as_ref().map(from_time),
+        virtual_machine_ref: reference,
+        held: held.as_ref(),
+        pool_image_revision: pool.as_ref().map(|p| p.spec.image_revision.as_str()),
+        members: &[],
+    };
+    let mut step = next_step(&snapshot, now);
+    // Only a pass that would pick needs the members: the index's best candidates (one
+    // critical section from reading them to reserving the pick, so two concurrent passes
+    // of this process never pick the same member).
     let members: Vec<Member>;
-    let snapshot;
-    let step;
-    {
-        // One critical section from reading the cache to recording the pick, so two
-        // concurrent passes of this process never pick the same member.
-        let mut recent = ctx.recent_binds.lock();
-        recent.retain(|(ns, vm_name), stale_version| {
-            ctx.members
-                .get(&ObjectRef::new(vm_name).within(ns))
-                .is_some_and(|vm| vm.resource_version().as_ref() == Some(stale_version))
-        });
-        members = ctx
-            .members
-            .state()
+    if matches!(
+        step,
+        ClaimStep::Wait {
+            reason: WaitReason::NoReadyMember
+        }
+    ) {
+        let mut pick = ctx.members_index.pick();
+        members = pick
+            .candidates(
+                &namespace,
+                &claim.spec.pool_ref,
+                snapshot.pool_image_revision,
+            )
             .iter()
-            .filter(|vm| {
-                vm.namespace().as_deref() == Some(namespace.as_str())
-                    && vm.labels().get(POOL_LABEL) == Some(&claim.spec.pool_ref)
-                    && !recent.contains_key(&(namespace.clone(), vm.name_any()))
-            })
-            .map(|vm| convert::member(vm))
+            .filter_map(|member| ctx.members.get(&ObjectRef::new(member).within(&namespace)))
+            .map(|vm| convert::member(&vm))
             .collect();
-        snapshot = ClaimSnapshot {
-            uid: &uid,
-            deleting,
-            phase: parse_phase(status.phase.as_deref()),
-            expires_at: status.expires_at.as_ref().map(from_time),
-            virtual_machine_ref: reference,
-            held: held.as_ref(),
-            pool_image_revision: pool.as_ref().map(|p| p.spec.image_revision.as_str()),
-            members: &members,
-        };
+        snapshot.members = &members;
         step = next_step(&snapshot, now);
         if let ClaimStep::Bind {
             member,
@@ -185,9 +165,12 @@ pub async fn reconcile_claim(
             && let Some(vm) = ctx
                 .members
                 .get(&ObjectRef::new(&member.name).within(&namespace))
-            && let Some(version) = vm.resource_version()
         {
-            recent.insert((namespace.clone(), member.name.clone()), version);
+            pick.reserve(
+                &namespace,
+                &member.name,
+                vm.resource_version().as_deref().unwrap_or_default(),
+            );
         }
     }
     tracing::debug!(claim = %name, %namespace, ?step, "claim step");
@@ -238,10 +221,10 @@ pub async fn reconcile_claim(
             let Some(vm) = vm else {
                 return Ok(Action::requeue(BIND_CONFLICT_REQUEUE));
             };
-            let result = bind(&writer, &vms, vm, already_taken, now).await;
-            if result.is_err() {
+            let result = bind(&writer, &vms, vm.clone(), already_taken, now).await;
+            if result.is_err() && !already_taken {
                 // Not a race: let later passes consider the member again.
-                ctx.recent_binds.forget(&namespace, &member.name);
+                ctx.members_index.release(&vm);
             }
             result
         }

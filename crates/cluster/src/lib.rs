@@ -11,6 +11,7 @@ mod convert;
 pub mod crd;
 mod error;
 pub mod impersonation;
+pub mod member_index;
 mod metrics;
 pub mod pool;
 pub mod provider;

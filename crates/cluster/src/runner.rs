@@ -5,9 +5,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kube::api::ListParams;
 use kube::runtime::reflector::{self, ObjectRef};
+
+use crate::member_index::MemberIndex;
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, CustomResourceExt, Resource, ResourceExt};
 use kube_lease_manager::LeaseManagerBuilder;
@@ -192,6 +194,8 @@ async fn run_leading(
 
     // Caches the claim controller picks from.
     let (members, members_writer) = reflector::store();
+    let members_index = Arc::new(MemberIndex::default());
+    let index_feed = members_index.clone();
     let members_stream = reflector::reflector(
         members_writer,
         watcher(
@@ -200,6 +204,7 @@ async fn run_leading(
         ),
     )
     .default_backoff()
+    .inspect_ok(move |event| index_feed.apply_event(event))
     .applied_objects()
     .take_until(stop_signal())
     .for_each(|_| futures::future::ready(()));
@@ -220,7 +225,7 @@ async fn run_leading(
         client: client.clone(),
         members: members.clone(),
         pools: pools.clone(),
-        recent_binds: Arc::default(),
+        members_index,
         metrics: metrics.clone(),
     });
     let claims_client = client.clone();

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use cluster::Metrics;
 use cluster::claim::{ClaimContext, reconcile_claim};
 use cluster::crd::{CLAIM_FINALIZER, CLAIM_LABEL, VirtualMachinePool};
+use cluster::member_index::MemberIndex;
 use cluster::pool::{PoolContext, reconcile_pool};
 use common::*;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
@@ -42,11 +43,12 @@ where
 /// A context over frozen caches, with no memory of earlier passes (as after a restart or
 /// on another replica).
 async fn frozen_context(client: &Client) -> Arc<ClaimContext> {
+    let members = frozen_cache(&vms(client)).await;
     Arc::new(ClaimContext {
         client: client.clone(),
-        members: frozen_cache(&vms(client)).await,
+        members_index: Arc::new(MemberIndex::of(&members)),
+        members,
         pools: frozen_cache(&pools(client)).await,
-        recent_binds: Arc::default(),
         metrics: Arc::new(Metrics::default()),
     })
 }
@@ -90,7 +92,7 @@ async fn stale_cache_never_binds_a_second_member() {
     for pass in 1..=3 {
         // No memory of earlier passes either (as after a restart or on another replica).
         let ctx = Arc::new(ClaimContext {
-            recent_binds: Arc::default(),
+            members_index: Arc::new(MemberIndex::of(&frozen.members)),
             ..(*frozen).clone()
         });
         reconcile_claim(stale.clone(), ctx)
