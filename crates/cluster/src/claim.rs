@@ -97,7 +97,11 @@ pub async fn reconcile_claim(
     if deleting && !has_finalizer(&claim) {
         return Ok(Action::await_change());
     }
-    if !has_finalizer(&claim) {
+    // Binds happen only in passes that found the finalizer on the live claim: when this
+    // pass adds it (with the live object's resourceVersion as precondition), no member can
+    // have been bound to this claim yet, and the API read for one is skipped.
+    let first_pass = !has_finalizer(&claim);
+    if first_pass {
         let mut finalizers = claim.finalizers().to_vec();
         finalizers.push(CLAIM_FINALIZER.to_owned());
         let patch = json!({"metadata": {
@@ -118,7 +122,11 @@ pub async fn reconcile_claim(
 
     let status = claim.status.clone().unwrap_or_default();
     let reference = status.virtual_machine_ref.as_deref();
-    let held_vm = find_held(&vms, &name, &uid, reference).await?;
+    let held_vm = if first_pass {
+        None
+    } else {
+        find_held(&vms, &name, &uid, reference).await?
+    };
     let held = held_vm.as_ref().map(convert::member);
     let pool = ctx
         .pools

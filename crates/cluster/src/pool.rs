@@ -1,8 +1,11 @@
 //! The pool controller (SPEC §6): keeps `warmReplicas` Ready unclaimed members per
 //! `VirtualMachinePool`, never more than `maxReplicas` members in all.
 //!
-//! Sizing reads the members with a fresh LIST from the API server (not the watch cache),
-//! so members it created in an earlier pass are always counted. Members are named by
+//! A pass first tallies the members in the watch cache; only when that tally calls for a
+//! change (a member to create, replace or remove) does it read them again with a fresh
+//! LIST from the API server and decide from that, so members it created in an earlier
+//! pass are always counted. A pass with nothing to change (most of them: every bind wakes
+//! its pool) costs no API read. Members are named by
 //! ordinal, `<pool>-<n>` with `n < maxReplicas`, so even two overlapping passes working from
 //! stale views cannot exceed `maxReplicas`: the second create of a name gets 409.
 //! Claimed members keep their `banlieue.io/pool` label and count against `maxReplicas`
@@ -16,6 +19,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
@@ -23,8 +27,8 @@ use banlieue_domain::claim::MemberPhase;
 
 use crate::convert::{self, from_time, member_phase, to_time};
 use crate::crd::{
-    CLAIM_LABEL, POOL_LABEL, VirtualMachine, VirtualMachinePool, VirtualMachinePoolStatus,
-    VirtualMachineSpec,
+    CLAIM_LABEL, POOL_LABEL, VirtualMachine, VirtualMachinePool, VirtualMachinePoolSpec,
+    VirtualMachinePoolStatus, VirtualMachineSpec,
 };
 use crate::error::{Error, is_status};
 use crate::metrics::Metrics;
@@ -39,6 +43,8 @@ pub struct PoolContext {
     pub client: Client,
     /// Longest interval between two passes of one pool.
     pub resync: Duration,
+    /// The member cache, for passes with nothing to change; `None`: every pass lists.
+    pub members: Option<Store<VirtualMachine>>,
     /// Counters.
     pub metrics: Arc<Metrics>,
 }
@@ -60,63 +66,47 @@ pub async fn reconcile_pool(
     })?;
     let name = pool.name_any();
     let vms: Api<VirtualMachine> = Api::namespaced(ctx.client.clone(), &namespace);
-    let members = vms
-        .list(&ListParams::default().labels(&format!("{POOL_LABEL}={name}")))
-        .await?
-        .items;
     let spec = &pool.spec;
     let now = convert::now();
     let deadline = i64::from(
         spec.progress_deadline_seconds
             .unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS),
     );
-
-    let mut ready = 0u32;
-    let mut claimed = 0u32;
-    let mut in_flight = 0u32;
-    let mut stuck = 0u32;
-    let mut failed = 0u32;
-    let mut outdated = Vec::new();
-    let mut ready_members = Vec::new();
-    let mut terminating = 0u32;
-    let mut next_wake = ctx.resync;
-    for vm in &members {
-        let phase = member_phase(vm.status.as_ref().and_then(|s| s.phase.as_deref()));
-        if vm.labels().contains_key(CLAIM_LABEL) {
-            claimed += 1;
-            continue;
+    let cached = ctx.members.as_ref().map(|store| {
+        store
+            .state()
+            .iter()
+            .filter(|vm| {
+                vm.namespace().as_deref() == Some(namespace.as_str())
+                    && vm.labels().get(POOL_LABEL) == Some(&name)
+            })
+            .map(|vm| (**vm).clone())
+            .collect::<Vec<_>>()
+    });
+    let members = match cached {
+        Some(members)
+            if !Tally::of(&members, spec, now, deadline, ctx.resync).calls_for_change(spec) =>
+        {
+            members
         }
-        if vm.metadata.deletion_timestamp.is_some() {
-            terminating += 1;
-            continue;
+        _ => {
+            vms.list(&ListParams::default().labels(&format!("{POOL_LABEL}={name}")))
+                .await?
+                .items
         }
-        if vm.spec.image_revision != spec.image_revision {
-            outdated.push(vm);
-            continue;
-        }
-        match phase {
-            Some(MemberPhase::Ready) => {
-                ready += 1;
-                ready_members.push(vm);
-            }
-            Some(MemberPhase::Failed) => failed += 1,
-            _ => {
-                in_flight += 1;
-                let age = vm
-                    .metadata
-                    .creation_timestamp
-                    .as_ref()
-                    .map(|t| (now - from_time(t)).whole_seconds())
-                    .unwrap_or(0);
-                if age >= deadline {
-                    stuck += 1;
-                } else {
-                    let left = Duration::from_secs((deadline - age).unsigned_abs());
-                    next_wake = next_wake.min(left);
-                }
-            }
-        }
-    }
+    };
+    let Tally {
+        ready,
+        claimed,
+        in_flight,
+        stuck,
+        failed,
+        outdated,
+        mut ready_members,
+        terminating,
+        next_wake,
+        ..
+    } = Tally::of(&members, spec, now, deadline, ctx.resync);
 
     // Replace unclaimed members of another image revision. The resourceVersion
     // precondition loses against a concurrent bind (409), so a claimed member is never
@@ -255,6 +245,108 @@ pub async fn reconcile_pool(
         }
     }
     Ok(Action::requeue(next_wake.max(Duration::from_millis(100))))
+}
+
+/// What a pool's members are, for one pass.
+struct Tally<'a> {
+    ready: u32,
+    claimed: u32,
+    in_flight: u32,
+    stuck: u32,
+    failed: u32,
+    /// Unclaimed members of another image revision.
+    outdated: Vec<&'a VirtualMachine>,
+    ready_members: Vec<&'a VirtualMachine>,
+    terminating: u32,
+    /// When a member still provisioning reaches its progress deadline, or the resync.
+    next_wake: Duration,
+    /// All members, terminating ones included.
+    total: u32,
+}
+
+impl<'a> Tally<'a> {
+    fn of(
+        members: &'a [VirtualMachine],
+        spec: &VirtualMachinePoolSpec,
+        now: time::OffsetDateTime,
+        deadline: i64,
+        resync: Duration,
+    ) -> Self {
+        let mut ready = 0u32;
+        let mut claimed = 0u32;
+        let mut in_flight = 0u32;
+        let mut stuck = 0u32;
+        let mut failed = 0u32;
+        let mut outdated = Vec::new();
+        let mut ready_members = Vec::new();
+        let mut terminating = 0u32;
+        let mut next_wake = resync;
+        for vm in members {
+            let phase = member_phase(vm.status.as_ref().and_then(|s| s.phase.as_deref()));
+            if vm.labels().contains_key(CLAIM_LABEL) {
+                claimed += 1;
+                continue;
+            }
+            if vm.metadata.deletion_timestamp.is_some() {
+                terminating += 1;
+                continue;
+            }
+            if vm.spec.image_revision != spec.image_revision {
+                outdated.push(vm);
+                continue;
+            }
+            match phase {
+                Some(MemberPhase::Ready) => {
+                    ready += 1;
+                    ready_members.push(vm);
+                }
+                Some(MemberPhase::Failed) => failed += 1,
+                _ => {
+                    in_flight += 1;
+                    let age = vm
+                        .metadata
+                        .creation_timestamp
+                        .as_ref()
+                        .map(|t| (now - from_time(t)).whole_seconds())
+                        .unwrap_or(0);
+                    if age >= deadline {
+                        stuck += 1;
+                    } else {
+                        let left = Duration::from_secs((deadline - age).unsigned_abs());
+                        next_wake = next_wake.min(left);
+                    }
+                }
+            }
+        }
+
+        Self {
+            ready,
+            claimed,
+            in_flight,
+            stuck,
+            failed,
+            outdated,
+            ready_members,
+            terminating,
+            next_wake,
+            total: u32::try_from(members.len()).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Whether the pass would create, replace or remove a member.
+    fn calls_for_change(&self, spec: &VirtualMachinePoolSpec) -> bool {
+        let alive = self.total - self.terminating;
+        let surplus = self
+            .ready
+            .saturating_sub(spec.warm_replicas)
+            .max(alive.saturating_sub(spec.max_replicas))
+            .min(self.ready);
+        let want = spec
+            .warm_replicas
+            .saturating_sub(self.ready + self.in_flight);
+        let room = spec.max_replicas.saturating_sub(self.total);
+        !self.outdated.is_empty() || surplus > 0 || want.min(room) > 0
+    }
 }
 
 /// Error policy of the pool controller: count and retry soon.

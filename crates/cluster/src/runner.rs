@@ -228,6 +228,7 @@ async fn run_leading(
         members_index,
         metrics: metrics.clone(),
     });
+    let pool_members = members.clone();
     let claims_client = client.clone();
     let claims_stop = stop_signal();
     let claims_metrics = metrics.clone();
@@ -269,6 +270,7 @@ async fn run_leading(
     let pool_ctx = Arc::new(PoolContext {
         client: client.clone(),
         resync: config.pool_resync,
+        members: Some(pool_members),
         metrics: metrics.clone(),
     });
     let pools_controller = Controller::new(

@@ -137,6 +137,7 @@ async fn never_ready_pool_stays_within_max_and_reports_no_progress() {
     let lag_ctx = Arc::new(PoolContext {
         client: client.clone(),
         resync: Duration::from_millis(100),
+        members: None,
         metrics: Arc::new(Metrics::default()),
     });
     let (stop_lag, mut lag_stopped) = tokio::sync::oneshot::channel::<()>();
