@@ -120,6 +120,20 @@ pub async fn reconcile_claim(
         }
     }
 
+    // A pass queued while the previous one bound often sees the claim from before that
+    // bind's status: one read of the live claim then names the member, where looking for
+    // it would list every member.
+    let recorded = |c: &VirtualMachineClaim| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| s.virtual_machine_ref.is_some())
+    };
+    if !first_pass && !recorded(&claim) {
+        match claims.get_opt(&name).await? {
+            Some(live) if live.uid().as_deref() == Some(uid.as_str()) => claim = Arc::new(live),
+            _ => return Ok(Action::await_change()),
+        }
+    }
     let status = claim.status.clone().unwrap_or_default();
     let reference = status.virtual_machine_ref.as_deref();
     let held_vm = if first_pass {
