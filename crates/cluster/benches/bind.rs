@@ -306,13 +306,17 @@ fn verdicts(outcomes: &[Outcome]) -> bool {
         met &= ok;
     };
     for o in outcomes {
-        verdict(
-            o.writes_per_bind <= TARGET_WRITES_PER_BIND,
-            format!(
-                "{}/{}: {:.2} writes per bind (target ≤ {TARGET_WRITES_PER_BIND})",
-                o.claims, o.members, o.writes_per_bind
-            ),
-        );
+        // With more claims than members, the waiting claims' own writes (finalizer,
+        // Pending status) count too: reported, not judged.
+        if o.claims <= o.members {
+            verdict(
+                o.writes_per_bind <= TARGET_WRITES_PER_BIND,
+                format!(
+                    "{}/{}: {:.2} writes per bind (target ≤ {TARGET_WRITES_PER_BIND})",
+                    o.claims, o.members, o.writes_per_bind
+                ),
+            );
+        }
         verdict(
             o.double_binds == 0,
             format!(

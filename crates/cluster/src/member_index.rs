@@ -148,6 +148,14 @@ impl Pick<'_> {
 }
 
 impl MemberIndex {
+    /// How many members of `namespace/pool` are available now.
+    pub fn available(&self, namespace: &str, pool: &str) -> usize {
+        self.lock()
+            .pools
+            .get(&(namespace.to_owned(), pool.to_owned()))
+            .map_or(0, |members| members.all.len())
+    }
+
     /// Takes back a reservation whose bind failed without a race (the member is
     /// unchanged): `vm`, the member as the cache has it now, may be picked again.
     pub fn release(&self, vm: &VirtualMachine) {

@@ -75,12 +75,11 @@ pub async fn reconcile_pool(
     let cached = ctx.members.as_ref().map(|store| {
         store
             .state()
-            .iter()
+            .into_iter()
             .filter(|vm| {
                 vm.namespace().as_deref() == Some(namespace.as_str())
                     && vm.labels().get(POOL_LABEL) == Some(&name)
             })
-            .map(|vm| (**vm).clone())
             .collect::<Vec<_>>()
     });
     let members = match cached {
@@ -89,11 +88,13 @@ pub async fn reconcile_pool(
         {
             members
         }
-        _ => {
-            vms.list(&ListParams::default().labels(&format!("{POOL_LABEL}={name}")))
-                .await?
-                .items
-        }
+        _ => vms
+            .list(&ListParams::default().labels(&format!("{POOL_LABEL}={name}")))
+            .await?
+            .items
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
     };
     let Tally {
         ready,
@@ -157,7 +158,7 @@ pub async fn reconcile_pool(
     let total = u32::try_from(members.len()).unwrap_or(u32::MAX);
     let want = spec.warm_replicas.saturating_sub(ready + in_flight);
     let room = spec.max_replicas.saturating_sub(total);
-    let taken: BTreeSet<String> = members.iter().map(ResourceExt::name_any).collect();
+    let taken: BTreeSet<String> = members.iter().map(|vm| vm.name_any()).collect();
     let free_slots = (0..spec.max_replicas)
         .map(|n| format!("{name}-{n}"))
         .filter(|slot| !taken.contains(slot));
@@ -266,7 +267,7 @@ struct Tally<'a> {
 
 impl<'a> Tally<'a> {
     fn of(
-        members: &'a [VirtualMachine],
+        members: &'a [Arc<VirtualMachine>],
         spec: &VirtualMachinePoolSpec,
         now: time::OffsetDateTime,
         deadline: i64,
@@ -281,7 +282,7 @@ impl<'a> Tally<'a> {
         let mut ready_members = Vec::new();
         let mut terminating = 0u32;
         let mut next_wake = resync;
-        for vm in members {
+        for vm in members.iter().map(|vm| &**vm) {
             let phase = member_phase(vm.status.as_ref().and_then(|s| s.phase.as_deref()));
             if vm.labels().contains_key(CLAIM_LABEL) {
                 claimed += 1;

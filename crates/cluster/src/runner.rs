@@ -225,7 +225,7 @@ async fn run_leading(
         client: client.clone(),
         members: members.clone(),
         pools: pools.clone(),
-        members_index,
+        members_index: members_index.clone(),
         metrics: metrics.clone(),
     });
     let pool_members = members.clone();
@@ -241,7 +241,7 @@ async fn run_leading(
             watch_config.clone(),
         );
         let claims_cache = controller.store();
-        let members_cache = members.clone();
+        let members_cache = members_index.clone();
         let wake_cache = claims_cache.clone();
         let run = controller
             .watches(
@@ -322,7 +322,7 @@ async fn run_leading(
 /// member is Ready (first come, first served) rather than at their next 3-second retry.
 fn claims_to_wake(
     claims: &reflector::Store<VirtualMachineClaim>,
-    members: &reflector::Store<VirtualMachine>,
+    members: &MemberIndex,
     vm: &VirtualMachine,
 ) -> Vec<ObjectRef<VirtualMachineClaim>> {
     let Some(namespace) = vm.namespace() else {
@@ -334,22 +334,10 @@ fn claims_to_wake(
         .filter(|o| o.kind == "VirtualMachineClaim")
         .map(|o| ObjectRef::new(&o.name).within(&namespace))
         .collect();
-    let same_pool = |labels: &std::collections::BTreeMap<String, String>, pool: &String| {
-        labels.get(POOL_LABEL) == Some(pool)
-    };
     if crate::convert::member(vm).is_available()
         && let Some(pool) = vm.labels().get(POOL_LABEL)
     {
-        let free = members
-            .state()
-            .iter()
-            .filter(|m| {
-                m.namespace() == vm.namespace()
-                    && same_pool(m.labels(), pool)
-                    && crate::convert::member(m).is_available()
-            })
-            .count()
-            .max(1);
+        let free = members.available(&namespace, pool).max(1);
         let mut waiting: Vec<_> = claims
             .state()
             .into_iter()
