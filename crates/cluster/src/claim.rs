@@ -98,8 +98,9 @@ pub async fn reconcile_claim(
         return Ok(Action::await_change());
     }
     // Binds happen only in passes that found the finalizer on the live claim: when this
-    // pass adds it (with the live object's resourceVersion as precondition), no member can
-    // have been bound to this claim yet, and the API read for one is skipped.
+    // pass adds it (with the live object's resourceVersion as precondition), no member was
+    // bound to this claim unless someone removed the finalizer by hand, which leaves the
+    // member labelled in the cache (checked below before skipping the API read for it).
     let first_pass = !has_finalizer(&claim);
     if first_pass {
         let mut finalizers = claim.finalizers().to_vec();
@@ -136,7 +137,9 @@ pub async fn reconcile_claim(
     }
     let status = claim.status.clone().unwrap_or_default();
     let reference = status.virtual_machine_ref.as_deref();
-    let held_vm = if first_pass {
+    let nothing_held =
+        first_pass && reference.is_none() && !ctx.members_index.holds_any(&namespace, &name);
+    let held_vm = if nothing_held {
         None
     } else {
         find_held(&vms, &name, &uid, reference).await?
@@ -173,6 +176,11 @@ pub async fn reconcile_claim(
                 &namespace,
                 &claim.spec.pool_ref,
                 snapshot.pool_image_revision,
+                |member| {
+                    ctx.members
+                        .get(&ObjectRef::new(member).within(&namespace))
+                        .is_some_and(|vm| convert::member(&vm).is_available())
+                },
             )
             .iter()
             .filter_map(|member| ctx.members.get(&ObjectRef::new(member).within(&namespace)))
@@ -243,10 +251,15 @@ pub async fn reconcile_claim(
             let Some(vm) = vm else {
                 return Ok(Action::requeue(BIND_CONFLICT_REQUEUE));
             };
-            let result = bind(&writer, &vms, vm.clone(), already_taken, now).await;
+            let result = bind(&writer, &vms, vm, already_taken, now).await;
             if result.is_err() && !already_taken {
-                // Not a race: let later passes consider the member again.
-                ctx.members_index.release(&vm);
+                // Not a race: later passes consider the member again, as the cache has it
+                // now (the member patch may have landed before the failure).
+                let now = ctx
+                    .members
+                    .get(&ObjectRef::new(&member.name).within(&namespace));
+                ctx.members_index
+                    .release(&namespace, &member.name, now.as_deref());
             }
             result
         }

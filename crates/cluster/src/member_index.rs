@@ -20,7 +20,7 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 
 use crate::convert;
-use crate::crd::{POOL_LABEL, VirtualMachine};
+use crate::crd::{CLAIM_LABEL, POOL_LABEL, VirtualMachine};
 
 /// `(namespace, name)`.
 type Key = (String, String);
@@ -58,6 +58,9 @@ struct Inner {
     reserved: HashMap<Key, String>,
     /// The members of a relist in progress (between `Init` and `InitDone`).
     relist: Option<Vec<VirtualMachine>>,
+    /// Members labelled for a claim: member → `(namespace, claim)`, and the reverse.
+    labelled: HashMap<Key, Key>,
+    holders: HashMap<Key, BTreeSet<String>>,
 }
 
 /// The index of available members (see the module docs).
@@ -82,7 +85,12 @@ impl MemberIndex {
         let mut inner = self.lock();
         match event {
             watcher::Event::Apply(vm) => inner.upsert(vm),
-            watcher::Event::Delete(vm) => inner.remove(&key(vm)),
+            watcher::Event::Delete(vm) => {
+                let key = key(vm);
+                inner.remove(&key);
+                inner.unlabel(&key);
+                inner.reserved.remove(&key);
+            }
             watcher::Event::Init => inner.relist = Some(Vec::new()),
             watcher::Event::InitApply(vm) => {
                 if let Some(relist) = inner.relist.as_mut() {
@@ -122,17 +130,27 @@ impl Pick<'_> {
     /// under `pick_member`'s rule is always one of these two.
     ///
     /// [`pick_member`]: banlieue_domain::claim::pick_member
-    pub fn candidates(&self, namespace: &str, pool: &str, revision: Option<&str>) -> Vec<String> {
+    ///
+    /// `available` says whether the cache agrees that a member is free; one it does not
+    /// (the index is a moment behind or ahead of the cache) is passed over.
+    pub fn candidates(
+        &self,
+        namespace: &str,
+        pool: &str,
+        revision: Option<&str>,
+        available: impl Fn(&str) -> bool,
+    ) -> Vec<String> {
         let Some(members) = self.0.pools.get(&(namespace.to_owned(), pool.to_owned())) else {
             return Vec::new();
         };
+        let first = |ranks: &BTreeSet<Rank>| ranks.iter().find(|r| available(&r.name)).cloned();
         let current = revision
             .and_then(|r| members.by_revision.get(r))
-            .and_then(|ranks| ranks.first());
+            .and_then(first);
         let mut names: Vec<String> = current
             .into_iter()
-            .chain(members.all.first())
-            .map(|rank| rank.name.clone())
+            .chain(first(&members.all))
+            .map(|rank| rank.name)
             .collect();
         names.dedup();
         names
@@ -156,12 +174,24 @@ impl MemberIndex {
             .map_or(0, |members| members.all.len())
     }
 
-    /// Takes back a reservation whose bind failed without a race (the member is
-    /// unchanged): `vm`, the member as the cache has it now, may be picked again.
-    pub fn release(&self, vm: &VirtualMachine) {
+    /// Takes back the reservation of `namespace/name` after a bind that failed without
+    /// a race; `now` is the member as the cache has it now (`None`: gone), indexed again
+    /// as that copy says.
+    pub fn release(&self, namespace: &str, name: &str, now: Option<&VirtualMachine>) {
         let mut inner = self.lock();
-        inner.reserved.remove(&key(vm));
-        inner.upsert(vm);
+        let key = (namespace.to_owned(), name.to_owned());
+        inner.reserved.remove(&key);
+        match now {
+            Some(vm) => inner.upsert(vm),
+            None => inner.remove(&key),
+        }
+    }
+
+    /// Whether the cache shows a member labelled for the claim `namespace/claim`.
+    pub fn holds_any(&self, namespace: &str, claim: &str) -> bool {
+        self.lock()
+            .holders
+            .contains_key(&(namespace.to_owned(), claim.to_owned()))
     }
 }
 
@@ -171,6 +201,15 @@ impl Inner {
     fn upsert(&mut self, vm: &VirtualMachine) {
         let key = key(vm);
         self.remove(&key);
+        self.unlabel(&key);
+        if let Some(claim) = vm.labels().get(CLAIM_LABEL) {
+            let holder = (key.0.clone(), claim.clone());
+            self.holders
+                .entry(holder.clone())
+                .or_default()
+                .insert(key.1.clone());
+            self.labelled.insert(key.clone(), holder);
+        }
         let version = vm.resource_version().unwrap_or_default();
         match self.reserved.get(&key) {
             Some(reserved) if *reserved == version => return,
@@ -210,6 +249,18 @@ impl Inner {
         );
     }
 
+    fn unlabel(&mut self, key: &Key) {
+        let Some(holder) = self.labelled.remove(key) else {
+            return;
+        };
+        if let Some(members) = self.holders.get_mut(&holder) {
+            members.remove(&key.1);
+            if members.is_empty() {
+                self.holders.remove(&holder);
+            }
+        }
+    }
+
     fn remove(&mut self, key: &Key) {
         let Some(entry) = self.entries.remove(key) else {
             return;
@@ -239,9 +290,7 @@ fn key(vm: &VirtualMachine) -> Key {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::{
-        CLAIM_LABEL, VirtualMachineSpec, VirtualMachineStatus, VirtualMachineTemplate,
-    };
+    use crate::crd::{VirtualMachineSpec, VirtualMachineStatus, VirtualMachineTemplate};
     use banlieue_domain::claim::pick_member;
     use proptest::prelude::*;
 
@@ -315,7 +364,7 @@ mod tests {
                 all.iter().filter(|m| names.contains(&m.name)).cloned().collect()
             };
             let mut pick = index.pick();
-            let candidates = by_name(pick.candidates("ns", "p", current.as_deref()), &all);
+            let candidates = by_name(pick.candidates("ns", "p", current.as_deref(), |_| true), &all);
             let expected = pick_member(&all, current.as_deref()).map(|m| m.name.clone());
             prop_assert_eq!(
                 pick_member(&candidates, current.as_deref()).map(|m| m.name.clone()),
@@ -325,7 +374,7 @@ mod tests {
                 let version = vms.iter().find(|v| v.name_any() == name).unwrap().resource_version().unwrap();
                 pick.reserve("ns", &name, &version);
                 all.retain(|m| m.name != name);
-                let candidates = by_name(pick.candidates("ns", "p", current.as_deref()), &all);
+                let candidates = by_name(pick.candidates("ns", "p", current.as_deref(), |_| true), &all);
                 prop_assert_eq!(
                     pick_member(&candidates, current.as_deref()).map(|m| m.name.clone()),
                     pick_member(&all, current.as_deref()).map(|m| m.name.clone())

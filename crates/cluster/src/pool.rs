@@ -33,6 +33,9 @@ use crate::crd::{
 use crate::error::{Error, is_status};
 use crate::metrics::Metrics;
 
+/// How soon a pass that decided from the member cache runs again.
+const CACHED_PASS_RECHECK: Duration = Duration::from_secs(1);
+
 /// Default of `spec.progressDeadlineSeconds`.
 pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: u32 = 600;
 
@@ -73,28 +76,26 @@ pub async fn reconcile_pool(
             .unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS),
     );
     let cached = ctx.members.as_ref().map(|store| {
-        store
-            .state()
-            .into_iter()
-            .filter(|vm| {
-                vm.namespace().as_deref() == Some(namespace.as_str())
-                    && vm.labels().get(POOL_LABEL) == Some(&name)
-            })
-            .collect::<Vec<_>>()
+        store.state_filter(|vm| {
+            vm.namespace().as_deref() == Some(namespace.as_str())
+                && vm.labels().get(POOL_LABEL) == Some(&name)
+        })
     });
-    let members = match cached {
+    let (members, from_cache) = match cached {
         Some(members)
             if !Tally::of(&members, spec, now, deadline, ctx.resync).calls_for_change(spec) =>
         {
-            members
+            (members, true)
         }
-        _ => vms
-            .list(&ListParams::default().labels(&format!("{POOL_LABEL}={name}")))
-            .await?
-            .items
-            .into_iter()
-            .map(Arc::new)
-            .collect(),
+        _ => (
+            vms.list(&ListParams::default().labels(&format!("{POOL_LABEL}={name}")))
+                .await?
+                .items
+                .into_iter()
+                .map(Arc::new)
+                .collect(),
+            false,
+        ),
     };
     let Tally {
         ready,
@@ -245,6 +246,12 @@ pub async fn reconcile_pool(
             Err(e) => return Err(e.into()),
         }
     }
+    // The cache may be a moment behind the event that woke this pass: look again soon.
+    let next_wake = if from_cache {
+        next_wake.min(CACHED_PASS_RECHECK)
+    } else {
+        next_wake
+    };
     Ok(Action::requeue(next_wake.max(Duration::from_millis(100))))
 }
 

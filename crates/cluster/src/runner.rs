@@ -270,7 +270,7 @@ async fn run_leading(
     let pool_ctx = Arc::new(PoolContext {
         client: client.clone(),
         resync: config.pool_resync,
-        members: Some(pool_members),
+        members: Some(pool_members.clone()),
         metrics: metrics.clone(),
     });
     let pools_controller = Controller::new(
@@ -289,6 +289,11 @@ async fn run_leading(
     .graceful_shutdown_on(stop_signal())
     .run(reconcile_pool, pool_error_policy, pool_ctx)
     .for_each(|_| futures::future::ready(()));
+    // Passes decide from the member cache: not before it has listed every member.
+    let pools_controller = async move {
+        let _ = pool_members.wait_until_ready().await;
+        pools_controller.await;
+    };
 
     let provider = async {
         if let Some(provider_config) = config.simulated_provider.clone() {
