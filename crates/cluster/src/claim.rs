@@ -142,7 +142,7 @@ pub async fn reconcile_claim(
     let held_vm = if nothing_held {
         None
     } else {
-        find_held(&vms, &name, &uid, reference).await?
+        find_held(&vms, &ctx.members, &namespace, &name, &uid, reference).await?
     };
     let held = held_vm.as_ref().map(convert::member);
     let pool = ctx
@@ -318,16 +318,30 @@ fn hold_requeue(expires_at: Option<OffsetDateTime>, now: OffsetDateTime) -> Acti
     Action::requeue(until.clamp(Duration::from_millis(200), HOLD_REQUEUE_MAX))
 }
 
-/// The member this claim holds, read from the API server (never the cache): the one named
-/// by `status.virtualMachineRef` when set, else any member whose ownerReference is this
-/// claim (a bind whose status write has not landed or is not visible yet).
+/// The member this claim holds: the one named by `status.virtualMachineRef` when set, else
+/// any member whose ownerReference is this claim (a bind whose status write has not landed
+/// or is not visible yet). Read from the API server, except that a recorded member the
+/// cache shows still owned by this claim is taken from the cache: a cache a moment behind
+/// may only keep a claim Bound until the member's deletion reaches it, never fail it or
+/// bind another member.
 async fn find_held(
     vms: &Api<VirtualMachine>,
+    cache: &Store<VirtualMachine>,
+    namespace: &str,
     name: &str,
     uid: &str,
     reference: Option<&str>,
 ) -> Result<Option<VirtualMachine>, Error> {
     if let Some(reference) = reference {
+        let cached = cache
+            .get(&ObjectRef::new(reference).within(namespace))
+            .filter(|vm| {
+                convert::owning_claim_uid(vm).as_deref() == Some(uid)
+                    && vm.metadata.deletion_timestamp.is_none()
+            });
+        if let Some(vm) = cached {
+            return Ok(Some((*vm).clone()));
+        }
         return Ok(vms.get_opt(reference).await?);
     }
     let selector = format!("{CLAIM_LABEL}={name}");
