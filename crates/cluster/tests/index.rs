@@ -13,29 +13,10 @@ use cluster::crd::{CLAIM_FINALIZER, CLAIM_LABEL};
 use cluster::member_index::MemberIndex;
 use common::*;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::{Store, store::Writer};
-use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 const T: Duration = Duration::from_secs(20);
-
-async fn frozen_cache<K>(api: &Api<K>) -> Store<K>
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + 'static,
-{
-    let mut writer = Writer::default();
-    writer.apply_watcher_event(&watcher::Event::Init);
-    for obj in api.list(&ListParams::default()).await.unwrap().items {
-        writer.apply_watcher_event(&watcher::Event::InitApply(obj));
-    }
-    writer.apply_watcher_event(&watcher::Event::InitDone);
-    writer.as_reader()
-}
 
 async fn holders(client: &Client, claim: &str) -> Vec<String> {
     let mut v: Vec<String> = vms(client)

@@ -15,30 +15,10 @@ use cluster::member_index::MemberIndex;
 use cluster::pool::{PoolContext, reconcile_pool};
 use common::*;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
-use kube::runtime::reflector::{Store, store::Writer};
-use kube::runtime::watcher;
-use kube::{Api, Client, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde_json::json;
 
 const T: Duration = Duration::from_secs(20);
-
-/// A cache filled once from a LIST and never updated: the controller's view, frozen.
-async fn frozen_cache<K>(api: &Api<K>) -> Store<K>
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + 'static,
-{
-    let mut writer = Writer::default();
-    writer.apply_watcher_event(&watcher::Event::Init);
-    for obj in api.list(&ListParams::default()).await.unwrap().items {
-        writer.apply_watcher_event(&watcher::Event::InitApply(obj));
-    }
-    writer.apply_watcher_event(&watcher::Event::InitDone);
-    writer.as_reader()
-}
 
 /// A context over frozen caches, with no memory of earlier passes (as after a restart or
 /// on another replica).

@@ -379,3 +379,21 @@ pub async fn install_chart(client: &Client, policy: &cluster::chart::ClaimSubjec
         .await
         .expect("the chart installs");
 }
+
+/// A cache filled once from a LIST and never updated: the controller's view, frozen.
+pub async fn frozen_cache<K>(api: &Api<K>) -> kube::runtime::reflector::Store<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + 'static,
+{
+    let mut writer = kube::runtime::reflector::store::Writer::default();
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::Init);
+    for obj in api.list(&ListParams::default()).await.unwrap().items {
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::InitApply(obj));
+    }
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::InitDone);
+    writer.as_reader()
+}
