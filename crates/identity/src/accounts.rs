@@ -440,9 +440,8 @@ impl Accounts {
             .await;
     }
 
-    /// Appends an audit event with a detail, and counts it in [`Accounts::metrics`] (the one
-    /// place the identity metrics are fed, whether or not the write succeeds: the event
-    /// happened).
+    /// Appends an audit event with a detail, and counts it in [`Accounts::metrics`]
+    /// (whether or not the write succeeds: the event happened).
     pub async fn audit_event(
         &self,
         actor: &str,
@@ -452,19 +451,45 @@ impl Accounts {
         result: &str,
         detail: &str,
     ) {
-        self.metrics.observe(action, result);
-        let event = AuditEvent {
-            at: OffsetDateTime::now_utc(),
-            actor: actor.to_owned(),
-            action: action.to_owned(),
-            target: target.to_owned(),
-            source_ip: source.to_string(),
-            result: result.to_owned(),
-            detail: detail.to_owned(),
-        };
-        if let Err(error) = self.store.append_audit(&event).await {
-            tracing::error!(%error, action, "cannot write audit event");
+        self.write_audit(&audit_record(actor, action, target, source, result, detail))
+            .await;
+    }
+
+    /// Appends `event` and counts it in [`Accounts::metrics`] (whether or not the write
+    /// succeeds: the event happened).
+    pub(crate) async fn write_audit(&self, event: &AuditEvent) {
+        self.audited(event);
+        if let Err(error) = self.store.append_audit(event).await {
+            tracing::error!(%error, action = event.action, "cannot write audit event");
         }
+    }
+
+    /// Counts `event` in [`Accounts::metrics`]: every audit event is counted here, those
+    /// written by [`Self::audit_event`] and those a caller writes in the transaction of
+    /// the action they record ([`audit_record`]).
+    pub(crate) fn audited(&self, event: &AuditEvent) {
+        self.metrics.observe(&event.action, &event.result);
+    }
+}
+
+/// The audit event of an action done now, for a caller that writes it itself in the
+/// transaction of the action, then calls [`Accounts::audited`].
+pub(crate) fn audit_record(
+    actor: &str,
+    action: &str,
+    target: &str,
+    source: IpAddr,
+    result: &str,
+    detail: &str,
+) -> AuditEvent {
+    AuditEvent {
+        at: OffsetDateTime::now_utc(),
+        actor: actor.to_owned(),
+        action: action.to_owned(),
+        target: target.to_owned(),
+        source_ip: source.to_string(),
+        result: result.to_owned(),
+        detail: detail.to_owned(),
     }
 }
 

@@ -13,15 +13,15 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 /// The audit action of a sign-in attempt (every result).
-const SIGN_IN: &str = "session.sign-in";
+pub(crate) const SIGN_IN: &str = "session.sign-in";
 /// The audit action of an authorization-code exchange (`success` or `refused`).
-const CODE_EXCHANGE: &str = "oidc.token.issue";
+pub(crate) const CODE_EXCHANGE: &str = "oidc.token.issue";
 /// The audit action of a successful refresh.
-const REFRESH: &str = "oidc.token.refresh";
+pub(crate) const REFRESH: &str = "oidc.token.refresh";
 /// The audit action of a refresh token presented after its family rotated past it.
-const REFRESH_REUSE: &str = "oidc.refresh.reuse";
+pub(crate) const REFRESH_REUSE: &str = "oidc.refresh.reuse";
 /// The audit result of a granted sign-in or token request.
-const SUCCESS: &str = "success";
+pub(crate) const SUCCESS: &str = "success";
 
 /// The sign-in results the console writes (`Accounts::sign_in`); each is exported from
 /// start-up on, at 0, so rates work before the first occurrence.

@@ -85,7 +85,7 @@ impl Store {
     /// Opens the database at `url` and applies pending migrations.
     ///
     /// A SQLite file is created when missing (its directory must exist); SQLite runs in
-    /// WAL mode with foreign keys on. Errors: [`StoreError::MissingDirectory`],
+    /// WAL mode with `synchronous = NORMAL` and foreign keys on. Errors: [`StoreError::MissingDirectory`],
     /// [`StoreError::ReadOnly`], [`StoreError::Open`], [`StoreError::Migrate`].
     pub async fn open(url: &str) -> Result<Self, StoreError> {
         static DRIVERS: Once = Once::new();
@@ -105,8 +105,14 @@ impl Store {
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if backend == Backend::Sqlite {
-                        conn.execute("PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;")
-                            .await?;
+                        // In WAL mode `synchronous = NORMAL` syncs the log at checkpoints,
+                        // not at every commit: a killed process loses no committed
+                        // transaction, a power loss can lose the last ones (README).
+                        conn.execute(
+                            "PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; \
+                             PRAGMA synchronous = NORMAL;",
+                        )
+                        .await?;
                     }
                     Ok(())
                 })

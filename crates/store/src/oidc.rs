@@ -6,8 +6,9 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 
+use crate::audit::insert_audit;
 use crate::database::{finish, from_millis, to_millis};
-use crate::{Store, StoreError};
+use crate::{AuditEvent, Store, StoreError};
 
 /// An RSA signing key as stored.
 #[derive(Clone, PartialEq, Eq)]
@@ -310,13 +311,16 @@ impl Store {
         }))
     }
 
-    /// Retires `token_hash` in favour of `successor_hash`, only if it is still current;
-    /// `false` when another request rotated it first (the caller re-reads).
+    /// Retires `token_hash` in favour of `successor_hash`, only if it is still current,
+    /// and writes `audit` in the same transaction (one commit per refresh, and no answered
+    /// rotation without its audit row); `false`, with nothing written, when another
+    /// request rotated it first (the caller re-reads).
     pub async fn rotate_refresh_token(
         &self,
         token_hash: &str,
         successor_hash: &str,
         now: OffsetDateTime,
+        audit: &AuditEvent,
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         let result = async {
@@ -341,6 +345,7 @@ impl Store {
             .bind(token_hash)
             .execute(&mut *tx)
             .await?;
+            insert_audit(&mut *tx, audit).await?;
             Ok(true)
         }
         .await;

