@@ -311,10 +311,11 @@ impl Store {
         }))
     }
 
-    /// Retires `token_hash` in favour of `successor_hash`, only if it is still current,
-    /// and writes `audit` in the same transaction (one commit per refresh, and no answered
-    /// rotation without its audit row); `false`, with nothing written, when another
-    /// request rotated it first (the caller re-reads).
+    /// Retires `token_hash` in favour of `successor_hash`, only if it is still current
+    /// and its family is not revoked, and writes `audit` in the same transaction (one
+    /// commit per refresh, and no answered rotation without its audit row); `false`, with
+    /// nothing written, when another request rotated it or revoked its family first (the
+    /// caller re-reads).
     pub async fn rotate_refresh_token(
         &self,
         token_hash: &str,
@@ -326,7 +327,8 @@ impl Store {
         let result = async {
             let done = sqlx::query(
                 "UPDATE oidc_refresh_tokens SET retired_ms = $1, successor_hash = $2 \
-                 WHERE token_hash = $3 AND retired_ms IS NULL",
+                 WHERE token_hash = $3 AND retired_ms IS NULL AND EXISTS (SELECT 1 FROM \
+                 oidc_refresh_families f WHERE f.id = family_id AND f.revoked_ms IS NULL)",
             )
             .bind(to_millis(now))
             .bind(successor_hash)

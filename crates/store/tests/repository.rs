@@ -644,6 +644,14 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
     assert!(!store.revoke_refresh_family("f1", now).await.unwrap());
     let revoked = store.refresh_token("t3").await.unwrap().unwrap();
     assert!(revoked.family.revoked_at.is_some());
+    assert!(
+        !store
+            .rotate_refresh_token("t3", "t4", now, &audit)
+            .await
+            .unwrap(),
+        "a token of a revoked family does not rotate, even when it was read before the revocation"
+    );
+    assert_eq!(store.refresh_token("t4").await.unwrap(), None);
 
     let pruned = store
         .prune_oidc_grants(now + Duration::days(1), now + Duration::days(1))

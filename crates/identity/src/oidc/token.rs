@@ -310,10 +310,12 @@ impl Issuer {
                 self.accounts.audited(&success);
                 return Ok(response);
             }
-            // Another request rotated it a moment ago: judge it as a retired token.
+            // Another request rotated it or revoked its family a moment ago: judge it
+            // as it is now.
             record = self
                 .stored_refresh_token(presented)
                 .await?
+                .filter(|record| record.family.revoked_at.is_none())
                 .ok_or_else(dead)?;
         }
         let in_grace = record
