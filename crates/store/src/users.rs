@@ -4,7 +4,7 @@ use sqlx::{AnyConnection, Row};
 use time::OffsetDateTime;
 
 use crate::database::{finish, from_millis, is_unique_violation, to_millis};
-use crate::{Store, StoreError};
+use crate::{Backend, Store, StoreError};
 
 /// A stored user, without any credential.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,8 +43,11 @@ pub struct NewUser {
     pub must_change_password: bool,
 }
 
+/// The columns of a user row; its roles come along as one space-separated `roles` column
+/// (role names have no spaces), so a user is read in one query.
 const USER_COLUMNS: &str = "id, name, display_name, email, tenant, disabled, must_change_password, \
-     not_before_ms, version, created_ms, updated_ms, last_sign_in_ms";
+     not_before_ms, version, created_ms, updated_ms, last_sign_in_ms, \
+     (SELECT {aggregate} FROM user_roles r WHERE r.user_id = users.id) AS roles";
 
 impl Store {
     /// Creates a user with its roles and password hash (PHC string) in one transaction:
@@ -106,38 +109,41 @@ impl Store {
     }
 
     pub async fn user_by_name(&self, name: &UserName) -> Result<Option<UserRecord>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {USER_COLUMNS} FROM users WHERE name = $1"))
+        let row = sqlx::query(&self.select_users("name = $1"))
             .bind(name.as_str())
             .fetch_optional(&self.pool)
             .await?;
-        self.with_roles(row).await
+        row.as_ref().map(user_from_row).transpose()
     }
 
     pub async fn user_by_id(&self, id: i64) -> Result<Option<UserRecord>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1"))
+        let row = sqlx::query(&self.select_users("id = $1"))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        self.with_roles(row).await
+        row.as_ref().map(user_from_row).transpose()
     }
 
-    async fn with_roles(&self, row: Option<AnyRow>) -> Result<Option<UserRecord>, StoreError> {
-        let Some(row) = row else { return Ok(None) };
-        let id: i64 = row.try_get("id")?;
-        let role_names: Vec<String> =
-            sqlx::query_scalar("SELECT role FROM user_roles WHERE user_id = $1 ORDER BY role")
-                .bind(id)
-                .fetch_all(&self.pool)
-                .await?;
-        user_from_row(&row, role_names).map(Some)
+    /// `SELECT` of the users matching `condition` (SQL, with its placeholders) with their
+    /// roles, in this backend's dialect.
+    fn select_users(&self, condition: &str) -> String {
+        let aggregate = match self.backend() {
+            Backend::Sqlite => "group_concat(role, ' ')",
+            Backend::Postgres => "string_agg(role, ' ')",
+        };
+        let columns = USER_COLUMNS.replace("{aggregate}", aggregate);
+        format!("SELECT {columns} FROM users WHERE {condition}")
     }
 }
 
-fn user_from_row(row: &AnyRow, role_names: Vec<String>) -> Result<UserRecord, StoreError> {
+fn user_from_row(row: &AnyRow) -> Result<UserRecord, StoreError> {
     let id: i64 = row.try_get("id")?;
+    let role_names: Option<String> = row.try_get("roles")?;
     let roles = role_names
-        .iter()
-        .map(|r| RoleName::parse(r))
+        .as_deref()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(RoleName::parse)
         .collect::<Result<Vec<_>, _>>()
         .and_then(Roles::new)
         .map_err(|e| StoreError::Corrupt(format!("roles of user {id}: {e}")))?;
@@ -301,59 +307,16 @@ impl Store {
             .bind(&pattern)
             .fetch_one(&self.pool)
             .await?;
-        let rows = sqlx::query(&format!(
-            "SELECT {USER_COLUMNS} FROM users WHERE {filter} ORDER BY name LIMIT $3 OFFSET $4"
-        ))
-        .bind(search)
-        .bind(&pattern)
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(&self.pool)
-        .await?;
-        let ids: Vec<i64> = rows
-            .iter()
-            .map(|row| row.try_get("id"))
-            .collect::<Result<_, _>>()?;
-        let mut roles = self.roles_of(&ids).await?;
-        let users = rows
-            .iter()
-            .map(|row| {
-                user_from_row(
-                    row,
-                    roles
-                        .remove(&row.try_get::<i64, _>("id")?)
-                        .unwrap_or_default(),
-                )
-            })
-            .collect::<Result<_, _>>()?;
+        let rows =
+            sqlx::query(&self.select_users(&format!("{filter} ORDER BY name LIMIT $3 OFFSET $4")))
+                .bind(search)
+                .bind(&pattern)
+                .bind(limit)
+                .bind(offset)
+                .fetch_all(&self.pool)
+                .await?;
+        let users = rows.iter().map(user_from_row).collect::<Result<_, _>>()?;
         Ok(UserPage { users, total })
-    }
-
-    async fn roles_of(
-        &self,
-        ids: &[i64],
-    ) -> Result<std::collections::HashMap<i64, Vec<String>>, StoreError> {
-        let mut by_user: std::collections::HashMap<i64, Vec<String>> =
-            std::collections::HashMap::new();
-        if ids.is_empty() {
-            return Ok(by_user);
-        }
-        let placeholders: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
-        let sql = format!(
-            "SELECT user_id, role FROM user_roles WHERE user_id IN ({}) ORDER BY role",
-            placeholders.join(", ")
-        );
-        let mut query = sqlx::query(&sql);
-        for id in ids {
-            query = query.bind(*id);
-        }
-        for row in query.fetch_all(&self.pool).await? {
-            by_user
-                .entry(row.try_get("user_id")?)
-                .or_default()
-                .push(row.try_get("role")?);
-        }
-        Ok(by_user)
     }
 
     /// Replaces display name, e-mail and roles if the user is still at `expected_version`.
