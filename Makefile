@@ -4,7 +4,7 @@
 #               PostgreSQL, and the browser suite in Chromium
 # Both install what is missing first (scripts/install-tools).
 
-.PHONY: run test tools bench
+.PHONY: run test tools bench bench-issuer
 
 # With no KUBECONFIG / BANLIEUE_KUBECONFIG, the console starts its dev cluster (the
 # Kubernetes emulator with the chart and a demo pool) inside the same process.
@@ -18,7 +18,20 @@ test: tools
 tools:
 	scripts/install-tools
 
+# The server's criterion benches by name: its issuer bench needs Node and PostgreSQL,
+# which bench-issuer provides.
 bench: tools
-	cargo bench -p server
+	cargo bench -p server --bench sign_in --bench users_page --bench dashboard --bench live_update
 	cargo bench -p kube-emulator --bench perf
 	cargo bench -p banlieue-cluster --bench bind
+	$(MAKE) --no-print-directory bench-issuer
+
+# Our issuer's refresh grant side by side with npm oidc-provider (issue 17), on SQLite and
+# on a PostgreSQL of its own that runs with fsync on (stopped on exit). QUICK=1 tries it
+# with short windows.
+BENCH_PG := BANLIEUE_PG_DIR=/tmp/banlieue-bench-pg BANLIEUE_PG_PORT=55433 BANLIEUE_PG_FSYNC=on
+bench-issuer: tools
+	[ -d bench/issuer/node_modules ] || (cd bench/issuer && npm ci --no-audit --no-fund)
+	url=$$($(BENCH_PG) scripts/postgres-for-tests) && \
+	trap '$(BENCH_PG) scripts/postgres-for-tests stop' EXIT && \
+	BANLIEUE_BENCH_POSTGRES_URL=$$url cargo bench -p server --bench issuer $(if $(QUICK),-- --quick)
