@@ -82,7 +82,21 @@ impl Store {
     }
 
     pub async fn append_audit(&self, event: &AuditEvent) -> Result<(), StoreError> {
-        insert_audit(&self.pool, event).await
+        let _turn = self.sqlite_write_turn().await;
+        sqlx::query(
+            "INSERT INTO audit_events (at_ms, actor, action, target, source_ip, result, detail) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(to_millis(event.at))
+        .bind(&event.actor)
+        .bind(&event.action)
+        .bind(&event.target)
+        .bind(&event.source_ip)
+        .bind(&event.result)
+        .bind(&event.detail)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     /// The newest `limit` events, newest first.
@@ -96,28 +110,6 @@ impl Store {
         .await?;
         rows.iter().map(event_from_row).collect()
     }
-}
-
-/// Writes `event` through `executor`: the pool, or a transaction that must record the
-/// action and its audit row as one unit.
-pub(crate) async fn insert_audit<'e>(
-    executor: impl sqlx::Executor<'e, Database = sqlx::Any>,
-    event: &AuditEvent,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO audit_events (at_ms, actor, action, target, source_ip, result, detail) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-    )
-    .bind(to_millis(event.at))
-    .bind(&event.actor)
-    .bind(&event.action)
-    .bind(&event.target)
-    .bind(&event.source_ip)
-    .bind(&event.result)
-    .bind(&event.detail)
-    .execute(executor)
-    .await?;
-    Ok(())
 }
 
 fn event_from_row(row: &sqlx::any::AnyRow) -> Result<AuditEvent, StoreError> {

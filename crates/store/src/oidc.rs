@@ -6,9 +6,9 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 
-use crate::audit::insert_audit;
 use crate::database::{finish, from_millis, to_millis};
-use crate::{AuditEvent, Store, StoreError};
+use crate::users::{user_from_row, user_select_list};
+use crate::{AuditEvent, Backend, Store, StoreError, UserRecord};
 
 /// An RSA signing key as stored.
 #[derive(Clone, PartialEq, Eq)]
@@ -108,6 +108,8 @@ pub struct RefreshTokenRecord {
     pub retired_at: Option<OffsetDateTime>,
     /// Whether the token that replaced it is still the family's current one.
     pub successor_is_current: bool,
+    /// The family's user as stored now; `None` once deleted.
+    pub holder: Option<UserRecord>,
 }
 
 impl Store {
@@ -278,20 +280,22 @@ impl Store {
         finish(tx, result).await
     }
 
-    /// The refresh token with this hash and its family.
+    /// The refresh token with this hash, its family and the family's user, in one query.
     pub async fn refresh_token(
         &self,
         token_hash: &str,
     ) -> Result<Option<RefreshTokenRecord>, StoreError> {
-        let row = sqlx::query(
+        let holder = user_select_list(self.backend(), "u", HOLDER);
+        let row = sqlx::query(&format!(
             "SELECT t.token_hash, t.issued_ms, t.retired_ms, s.retired_ms AS successor_retired_ms, \
              s.token_hash AS successor_hash, f.id, f.user_id, f.client_id, f.audience, f.scope, \
-             f.secret, f.auth_time_ms, f.created_ms, f.expires_ms, f.revoked_ms \
+             f.secret, f.auth_time_ms, f.created_ms, f.expires_ms, f.revoked_ms, {holder} \
              FROM oidc_refresh_tokens t \
              JOIN oidc_refresh_families f ON f.id = t.family_id \
              LEFT JOIN oidc_refresh_tokens s ON s.token_hash = t.successor_hash \
-             WHERE t.token_hash = $1",
-        )
+             LEFT JOIN users u ON u.id = f.user_id \
+             WHERE t.token_hash = $1"
+        ))
         .bind(token_hash)
         .fetch_optional(&self.pool)
         .await?;
@@ -302,20 +306,26 @@ impl Store {
         let successor_retired = row
             .try_get::<Option<i64>, _>("successor_retired_ms")?
             .is_some();
+        let holder_exists = row
+            .try_get::<Option<i64>, _>(format!("{HOLDER}id").as_str())?
+            .is_some();
         Ok(Some(RefreshTokenRecord {
             token_hash: row.try_get("token_hash")?,
             family: family_from_row(&row)?,
             issued_at: from_millis(row.try_get("issued_ms")?)?,
             retired_at: optional_instant(&row, "retired_ms")?,
             successor_is_current: successor_exists && !successor_retired,
+            holder: holder_exists
+                .then(|| user_from_row(&row, HOLDER))
+                .transpose()?,
         }))
     }
 
     /// Retires `token_hash` in favour of `successor_hash`, only if it is still current
-    /// and its family is not revoked, and writes `audit` in the same transaction (one
-    /// commit per refresh, and no answered rotation without its audit row); `false`, with
-    /// nothing written, when another request rotated it or revoked its family first (the
-    /// caller re-reads).
+    /// and its family is not revoked, and writes `audit` with it, as one transaction in
+    /// one round trip to the database (the refresh grant's write: one commit, and no
+    /// answered rotation without its audit row); `false`, with nothing written, when
+    /// another request rotated it or revoked its family first (the caller re-reads).
     pub async fn rotate_refresh_token(
         &self,
         token_hash: &str,
@@ -323,35 +333,34 @@ impl Store {
         now: OffsetDateTime,
         audit: &AuditEvent,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let result = async {
-            let done = sqlx::query(
-                "UPDATE oidc_refresh_tokens SET retired_ms = $1, successor_hash = $2 \
-                 WHERE token_hash = $3 AND retired_ms IS NULL AND EXISTS (SELECT 1 FROM \
-                 oidc_refresh_families f WHERE f.id = family_id AND f.revoked_ms IS NULL)",
-            )
+        let _turn = self.sqlite_write_turn().await;
+        let sql = match self.backend() {
+            Backend::Sqlite => ROTATE_SQLITE,
+            Backend::Postgres => ROTATE_POSTGRES,
+        };
+        let mut conn = self.pool.acquire().await?;
+        let rows = sqlx::query(sql)
             .bind(to_millis(now))
             .bind(successor_hash)
             .bind(token_hash)
-            .execute(&mut *tx)
-            .await?;
-            if done.rows_affected() == 0 {
-                return Ok(false);
+            .bind(to_millis(audit.at))
+            .bind(&audit.actor)
+            .bind(&audit.action)
+            .bind(&audit.target)
+            .bind(&audit.source_ip)
+            .bind(&audit.result)
+            .bind(&audit.detail)
+            .fetch_all(&mut *conn)
+            .await;
+        match rows {
+            Ok(rows) => Ok(rows.len() == 1 && rows[0].try_get::<i64, _>("rotated")? == 1),
+            Err(error) => {
+                // A SQLite statement that failed inside the batch leaves its transaction
+                // open: the connection is not given back to the pool.
+                conn.close_on_drop();
+                Err(error.into())
             }
-            sqlx::query(
-                "INSERT INTO oidc_refresh_tokens (token_hash, family_id, issued_ms) \
-                 SELECT $1, family_id, $2 FROM oidc_refresh_tokens WHERE token_hash = $3",
-            )
-            .bind(successor_hash)
-            .bind(to_millis(now))
-            .bind(token_hash)
-            .execute(&mut *tx)
-            .await?;
-            insert_audit(&mut *tx, audit).await?;
-            Ok(true)
         }
-        .await;
-        finish(tx, result).await
     }
 
     /// Revokes a whole family (reuse detected, RFC 7009 revocation, code replay); `true`
@@ -425,6 +434,40 @@ fn code_from_row(row: &AnyRow) -> Result<AuthorizationCodeRecord, StoreError> {
         expires_at: from_millis(row.try_get("expires_ms")?)?,
     })
 }
+
+/// The prefix of the holder's columns in [`Store::refresh_token`].
+const HOLDER: &str = "holder_";
+
+/// The refresh grant's write on SQLite, which has no data-modifying CTEs: a batch that
+/// takes the write lock, retires the token, inserts its successor and the audit row only
+/// if the statement before changed a row (`changes()`), answers one row `rotated` (1 or
+/// 0: the rows the audit insert wrote), and commits. (The driver's count of affected
+/// rows cannot tell: for `BEGIN` and `COMMIT` it repeats the last DML statement's.)
+/// Parameters: `$1` now (ms), `$2` successor hash, `$3` token hash, `$4`–`$10` the audit
+/// event.
+const ROTATE_SQLITE: &str = "BEGIN IMMEDIATE; \
+     UPDATE oidc_refresh_tokens SET retired_ms = $1, successor_hash = $2 \
+     WHERE token_hash = $3 AND retired_ms IS NULL AND EXISTS (SELECT 1 FROM \
+     oidc_refresh_families f WHERE f.id = family_id AND f.revoked_ms IS NULL); \
+     INSERT INTO oidc_refresh_tokens (token_hash, family_id, issued_ms) \
+     SELECT $2, family_id, $1 FROM oidc_refresh_tokens WHERE token_hash = $3 AND changes() = 1; \
+     INSERT INTO audit_events (at_ms, actor, action, target, source_ip, result, detail) \
+     SELECT $4, $5, $6, $7, $8, $9, $10 WHERE changes() = 1; \
+     SELECT changes() AS rotated; \
+     COMMIT;";
+
+/// The same write on PostgreSQL as one statement (so one implicit transaction): the
+/// successor and the audit row are inserted from what the `UPDATE` returned, and the
+/// answer is one row `rotated` = 1 when they were, none otherwise.
+const ROTATE_POSTGRES: &str = "WITH rotated AS ( \
+     UPDATE oidc_refresh_tokens SET retired_ms = $1, successor_hash = $2 \
+     WHERE token_hash = $3 AND retired_ms IS NULL AND EXISTS (SELECT 1 FROM \
+     oidc_refresh_families f WHERE f.id = family_id AND f.revoked_ms IS NULL) \
+     RETURNING family_id), \
+     successor AS (INSERT INTO oidc_refresh_tokens (token_hash, family_id, issued_ms) \
+     SELECT $2, family_id, $1 FROM rotated RETURNING 1) \
+     INSERT INTO audit_events (at_ms, actor, action, target, source_ip, result, detail) \
+     SELECT $4, $5, $6, $7, $8, $9, $10 FROM successor RETURNING 1::BIGINT AS rotated";
 
 fn family_from_row(row: &AnyRow) -> Result<RefreshFamilyRecord, StoreError> {
     Ok(RefreshFamilyRecord {

@@ -43,11 +43,40 @@ pub struct NewUser {
     pub must_change_password: bool,
 }
 
-/// The columns of a user row; its roles come along as one space-separated `roles` column
-/// (role names have no spaces), so a user is read in one query.
-const USER_COLUMNS: &str = "id, name, display_name, email, tenant, disabled, must_change_password, \
-     not_before_ms, version, created_ms, updated_ms, last_sign_in_ms, \
-     (SELECT {aggregate} FROM user_roles r WHERE r.user_id = users.id) AS roles";
+/// The columns of a user row. Its roles come along as one more column, `roles`, space
+/// separated (role names have no spaces), so a user is read in one query.
+const USER_FIELDS: [&str; 12] = [
+    "id",
+    "name",
+    "display_name",
+    "email",
+    "tenant",
+    "disabled",
+    "must_change_password",
+    "not_before_ms",
+    "version",
+    "created_ms",
+    "updated_ms",
+    "last_sign_in_ms",
+];
+
+/// The select list of a user of the `users` row named `alias`, each column renamed
+/// `<prefix><column>` (so a join can carry a user beside columns of the same names),
+/// read back by [`user_from_row`] with the same prefix.
+pub(crate) fn user_select_list(backend: Backend, alias: &str, prefix: &str) -> String {
+    let aggregate = match backend {
+        Backend::Sqlite => "group_concat(role, ' ')",
+        Backend::Postgres => "string_agg(role, ' ')",
+    };
+    let mut list: Vec<String> = USER_FIELDS
+        .iter()
+        .map(|field| format!("{alias}.{field} AS {prefix}{field}"))
+        .collect();
+    list.push(format!(
+        "(SELECT {aggregate} FROM user_roles r WHERE r.user_id = {alias}.id) AS {prefix}roles"
+    ));
+    list.join(", ")
+}
 
 impl Store {
     /// Creates a user with its roles and password hash (PHC string) in one transaction:
@@ -113,7 +142,7 @@ impl Store {
             .bind(name.as_str())
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref().map(user_from_row).transpose()
+        row.as_ref().map(|row| user_from_row(row, "")).transpose()
     }
 
     pub async fn user_by_id(&self, id: i64) -> Result<Option<UserRecord>, StoreError> {
@@ -121,24 +150,22 @@ impl Store {
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref().map(user_from_row).transpose()
+        row.as_ref().map(|row| user_from_row(row, "")).transpose()
     }
 
     /// `SELECT` of the users matching `condition` (SQL, with its placeholders) with their
     /// roles, in this backend's dialect.
     fn select_users(&self, condition: &str) -> String {
-        let aggregate = match self.backend() {
-            Backend::Sqlite => "group_concat(role, ' ')",
-            Backend::Postgres => "string_agg(role, ' ')",
-        };
-        let columns = USER_COLUMNS.replace("{aggregate}", aggregate);
+        let columns = user_select_list(self.backend(), "users", "");
         format!("SELECT {columns} FROM users WHERE {condition}")
     }
 }
 
-fn user_from_row(row: &AnyRow) -> Result<UserRecord, StoreError> {
-    let id: i64 = row.try_get("id")?;
-    let role_names: Option<String> = row.try_get("roles")?;
+/// The user in `row`, its columns named `<prefix><column>` ([`user_select_list`]).
+pub(crate) fn user_from_row(row: &AnyRow, prefix: &str) -> Result<UserRecord, StoreError> {
+    let column = |field: &str| format!("{prefix}{field}");
+    let id: i64 = row.try_get(column("id").as_str())?;
+    let role_names: Option<String> = row.try_get(column("roles").as_str())?;
     let roles = role_names
         .as_deref()
         .unwrap_or_default()
@@ -147,23 +174,26 @@ fn user_from_row(row: &AnyRow) -> Result<UserRecord, StoreError> {
         .collect::<Result<Vec<_>, _>>()
         .and_then(Roles::new)
         .map_err(|e| StoreError::Corrupt(format!("roles of user {id}: {e}")))?;
-    let name: String = row.try_get("name")?;
+    let name: String = row.try_get(column("name").as_str())?;
+    let millis = |field: &str| -> Result<OffsetDateTime, StoreError> {
+        from_millis(row.try_get(column(field).as_str())?)
+    };
     Ok(UserRecord {
         id,
         name: UserName::parse(&name)
             .map_err(|e| StoreError::Corrupt(format!("user name {name:?}: {e}")))?,
-        display_name: row.try_get("display_name")?,
-        email: row.try_get("email")?,
-        tenant: row.try_get("tenant")?,
+        display_name: row.try_get(column("display_name").as_str())?,
+        email: row.try_get(column("email").as_str())?,
+        tenant: row.try_get(column("tenant").as_str())?,
         roles,
-        disabled: row.try_get::<i64, _>("disabled")? != 0,
-        must_change_password: row.try_get::<i64, _>("must_change_password")? != 0,
-        not_before: from_millis(row.try_get("not_before_ms")?)?,
-        version: row.try_get("version")?,
-        created_at: from_millis(row.try_get("created_ms")?)?,
-        updated_at: from_millis(row.try_get("updated_ms")?)?,
+        disabled: row.try_get::<i64, _>(column("disabled").as_str())? != 0,
+        must_change_password: row.try_get::<i64, _>(column("must_change_password").as_str())? != 0,
+        not_before: millis("not_before_ms")?,
+        version: row.try_get(column("version").as_str())?,
+        created_at: millis("created_ms")?,
+        updated_at: millis("updated_ms")?,
         last_sign_in_at: row
-            .try_get::<Option<i64>, _>("last_sign_in_ms")?
+            .try_get::<Option<i64>, _>(column("last_sign_in_ms").as_str())?
             .map(from_millis)
             .transpose()?,
     })
@@ -315,7 +345,10 @@ impl Store {
                 .bind(offset)
                 .fetch_all(&self.pool)
                 .await?;
-        let users = rows.iter().map(user_from_row).collect::<Result<_, _>>()?;
+        let users = rows
+            .iter()
+            .map(|row| user_from_row(row, ""))
+            .collect::<Result<_, _>>()?;
         Ok(UserPage { users, total })
     }
 

@@ -600,6 +600,11 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
         (&family.id, &family.secret, &family.scope)
     );
     assert_eq!(first.retired_at, None);
+    assert_eq!(
+        first.holder.as_ref().map(|user| user.id),
+        Some(family.user_id),
+        "the family's user comes with the token"
+    );
     // Concurrent rotations of the same token: one wins, and only its audit row is written.
     let audit = AuditEvent {
         at: now,

@@ -273,7 +273,7 @@ impl Issuer {
         if let Some(error) = refusal {
             return Err(self.refuse_refresh(&family, source, error).await);
         }
-        let user = match self.live_user(family.user_id, family.auth_time).await {
+        let user = match may_receive_tokens(record.holder.take(), family.auth_time) {
             Ok(user) => user,
             Err(error) => {
                 store
@@ -336,9 +336,8 @@ impl Issuer {
         Ok(response)
     }
 
-    /// The user, if they may still receive tokens for an authentication at `auth_time`:
-    /// present, enabled, not due to change their password, and authenticated after
-    /// `not_before` (SPEC §3: a password change or "sign out everywhere" ends tokens).
+    /// The user `user_id` as stored now, if they may still receive tokens for an
+    /// authentication at `auth_time` ([`may_receive_tokens`]).
     async fn live_user(
         &self,
         user_id: i64,
@@ -350,16 +349,7 @@ impl Issuer {
             .user_by_id(user_id)
             .await
             .map_err(server_error)?;
-        match user {
-            Some(user)
-                if !user.disabled && !user.must_change_password && auth_time >= user.not_before =>
-            {
-                Ok(user)
-            }
-            _ => Err(OAuthError::invalid_grant(
-                "the user's session has ended; sign in again",
-            )),
-        }
+        may_receive_tokens(user, auth_time)
     }
 
     async fn stored_refresh_token(
@@ -467,6 +457,25 @@ impl Issuer {
         self.accounts
             .audit_event(&actor, action, client_id, source, result, detail)
             .await;
+    }
+}
+
+/// `user`, if they may still receive tokens for an authentication at `auth_time`: present,
+/// enabled, not due to change their password, and authenticated after `not_before`
+/// (SPEC §3: a password change or "sign out everywhere" ends tokens).
+fn may_receive_tokens(
+    user: Option<UserRecord>,
+    auth_time: OffsetDateTime,
+) -> Result<UserRecord, OAuthError> {
+    match user {
+        Some(user)
+            if !user.disabled && !user.must_change_password && auth_time >= user.not_before =>
+        {
+            Ok(user)
+        }
+        _ => Err(OAuthError::invalid_grant(
+            "the user's session has ended; sign in again",
+        )),
     }
 }
 
