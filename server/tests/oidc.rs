@@ -517,6 +517,60 @@ async fn refresh_dies_with_disable_password_change_and_sign_out_everywhere() {
     assert_eq!(error_of(&body), "invalid_grant", "after not_before moved");
 }
 
+/// The issuer remembers the tokens it issued and rotates them without reading them again;
+/// every change since still counts, checked by the rotation's write.
+#[tokio::test]
+async fn a_remembered_refresh_token_still_sees_every_change() {
+    let fx = Fixture::new().await;
+    let store = fx.app.store();
+    let now = OffsetDateTime::now_utc;
+    let refresh_token = |body: &Value| body["refresh_token"].as_str().unwrap().to_owned();
+    let (status, first) = fx.refresh(&refresh_token(&fx.tokens().await)).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+
+    let alice = fx.app.user("alice").await;
+    let roles = banlieue_domain::Roles::new(vec![
+        banlieue_domain::RoleName::parse("developer").unwrap(),
+        banlieue_domain::RoleName::parse("viewer").unwrap(),
+    ])
+    .unwrap();
+    store
+        .update_user(alice.id, alice.version, "Alice", "", &roles, now())
+        .await
+        .unwrap();
+    let (status, second) = fx.refresh(&refresh_token(&first)).await;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    assert_eq!(
+        claims(second["id_token"].as_str().unwrap())["groups"],
+        serde_json::json!(["developer", "viewer"]),
+        "roles changed since the last rotation reach the next ID token"
+    );
+
+    let revoked = fx
+        .app
+        .send(client_post(
+            "/oidc/revoke",
+            &[
+                ("token", refresh_token(&first).as_str()),
+                ("client_id", "banlieue-cli"),
+            ],
+        ))
+        .await;
+    assert_eq!(revoked.status, StatusCode::OK);
+    let (_, body) = fx.refresh(&refresh_token(&second)).await;
+    assert_eq!(
+        error_of(&body),
+        "invalid_grant",
+        "after RFC 7009 revocation"
+    );
+
+    let (_, third) = fx.refresh(&refresh_token(&fx.tokens().await)).await;
+    let alice = fx.app.user("alice").await;
+    store.set_disabled(alice.id, true, now()).await.unwrap();
+    let (_, body) = fx.refresh(&refresh_token(&third)).await;
+    assert_eq!(error_of(&body), "invalid_grant", "after disable");
+}
+
 #[tokio::test]
 async fn refresh_stops_at_the_absolute_lifetime() {
     let app = TestApp::with_args(&["--refresh-token-lifetime-hours", "1"]).await;

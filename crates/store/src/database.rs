@@ -104,6 +104,10 @@ impl Store {
                 Backend::Postgres => 16,
             })
             .acquire_timeout(Duration::from_secs(10))
+            // A SQLite file cannot go stale under a connection: skip the ping, a round trip
+            // to the connection's thread, before every query. A PostgreSQL connection can
+            // (a restarted or failed-over server), so it is tested before use.
+            .test_before_acquire(backend == Backend::Postgres)
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if backend == Backend::Sqlite {

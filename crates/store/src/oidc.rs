@@ -321,15 +321,17 @@ impl Store {
         }))
     }
 
-    /// Retires `token_hash` in favour of `successor_hash`, only if it is still current
-    /// and its family is not revoked, and writes `audit` with it, as one transaction in
-    /// one round trip to the database (the refresh grant's write: one commit, and no
-    /// answered rotation without its audit row); `false`, with nothing written, when
-    /// another request rotated it or revoked its family first (the caller re-reads).
+    /// Retires `token_hash` in favour of `successor_hash`, only if it is still current,
+    /// its family is not revoked and the family's user is still at `holder_version`
+    /// (unchanged since the caller judged them), and writes `audit` with it, as one
+    /// transaction in one round trip to the database (the refresh grant's write: one
+    /// commit, and no answered rotation without its audit row). `false`, with nothing
+    /// written, when any of that changed first (the caller reads the rows again).
     pub async fn rotate_refresh_token(
         &self,
         token_hash: &str,
         successor_hash: &str,
+        holder_version: i64,
         now: OffsetDateTime,
         audit: &AuditEvent,
     ) -> Result<bool, StoreError> {
@@ -350,6 +352,7 @@ impl Store {
             .bind(&audit.source_ip)
             .bind(&audit.result)
             .bind(&audit.detail)
+            .bind(holder_version)
             .fetch_all(&mut *conn)
             .await;
         match rows {
@@ -444,11 +447,12 @@ const HOLDER: &str = "holder_";
 /// 0: the rows the audit insert wrote), and commits. (The driver's count of affected
 /// rows cannot tell: for `BEGIN` and `COMMIT` it repeats the last DML statement's.)
 /// Parameters: `$1` now (ms), `$2` successor hash, `$3` token hash, `$4`–`$10` the audit
-/// event.
+/// event, `$11` the user's expected version.
 const ROTATE_SQLITE: &str = "BEGIN IMMEDIATE; \
      UPDATE oidc_refresh_tokens SET retired_ms = $1, successor_hash = $2 \
      WHERE token_hash = $3 AND retired_ms IS NULL AND EXISTS (SELECT 1 FROM \
-     oidc_refresh_families f WHERE f.id = family_id AND f.revoked_ms IS NULL); \
+     oidc_refresh_families f JOIN users u ON u.id = f.user_id \
+     WHERE f.id = family_id AND f.revoked_ms IS NULL AND u.version = $11); \
      INSERT INTO oidc_refresh_tokens (token_hash, family_id, issued_ms) \
      SELECT $2, family_id, $1 FROM oidc_refresh_tokens WHERE token_hash = $3 AND changes() = 1; \
      INSERT INTO audit_events (at_ms, actor, action, target, source_ip, result, detail) \
@@ -462,7 +466,8 @@ const ROTATE_SQLITE: &str = "BEGIN IMMEDIATE; \
 const ROTATE_POSTGRES: &str = "WITH rotated AS ( \
      UPDATE oidc_refresh_tokens SET retired_ms = $1, successor_hash = $2 \
      WHERE token_hash = $3 AND retired_ms IS NULL AND EXISTS (SELECT 1 FROM \
-     oidc_refresh_families f WHERE f.id = family_id AND f.revoked_ms IS NULL) \
+     oidc_refresh_families f JOIN users u ON u.id = f.user_id \
+     WHERE f.id = family_id AND f.revoked_ms IS NULL AND u.version = $11) \
      RETURNING family_id), \
      successor AS (INSERT INTO oidc_refresh_tokens (token_hash, family_id, issued_ms) \
      SELECT $2, family_id, $1 FROM rotated RETURNING 1) \

@@ -617,8 +617,8 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
     };
     let audited_before = store.recent_audit(100).await.unwrap().len();
     let (a, b) = tokio::join!(
-        store.rotate_refresh_token("t1", "t2", now, &audit),
-        store.rotate_refresh_token("t1", "t2-other", now, &audit)
+        store.rotate_refresh_token("t1", "t2", user.version, now, &audit),
+        store.rotate_refresh_token("t1", "t2-other", user.version, now, &audit)
     );
     assert_eq!([a.unwrap(), b.unwrap()].iter().filter(|w| **w).count(), 1);
     assert_eq!(
@@ -634,8 +634,15 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
         "t2-other"
     };
     assert!(
+        !store
+            .rotate_refresh_token(successor, "t3", user.version + 1, now, &audit)
+            .await
+            .unwrap(),
+        "a token does not rotate when its user changed since the caller judged them"
+    );
+    assert!(
         store
-            .rotate_refresh_token(successor, "t3", now, &audit)
+            .rotate_refresh_token(successor, "t3", user.version, now, &audit)
             .await
             .unwrap()
     );
@@ -651,7 +658,7 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
     assert!(revoked.family.revoked_at.is_some());
     assert!(
         !store
-            .rotate_refresh_token("t3", "t4", now, &audit)
+            .rotate_refresh_token("t3", "t4", user.version, now, &audit)
             .await
             .unwrap(),
         "a token of a revoked family does not rotate, even when it was read before the revocation"

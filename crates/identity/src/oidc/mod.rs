@@ -6,6 +6,7 @@
 
 mod authorize;
 mod clients;
+mod current_tokens;
 mod error;
 mod keys;
 mod kubeconfig;
@@ -80,6 +81,7 @@ pub struct Issuer {
     config: IssuerConfig,
     keys: SigningKeys,
     accounts: Arc<Accounts>,
+    current_tokens: current_tokens::CurrentTokens,
 }
 
 impl Issuer {
@@ -88,6 +90,7 @@ impl Issuer {
             keys: SigningKeys::new(accounts.store().clone(), keys),
             config,
             accounts,
+            current_tokens: Default::default(),
         }
     }
 

@@ -238,6 +238,11 @@ impl Issuer {
         Ok(response)
     }
 
+    /// The refresh grant. A token this process issued comes from its memory of them
+    /// without a read; any other is read with its family and user. The rotation's write
+    /// re-checks in the database what the judgement relied on (token current, family
+    /// live, user unchanged); when something changed first, the rows are read again and
+    /// judged as they are now.
     async fn refresh(
         &self,
         form: &HashMap<&str, &str>,
@@ -246,19 +251,46 @@ impl Issuer {
         now: OffsetDateTime,
     ) -> Result<TokenResponse, OAuthError> {
         let presented = required(form, "refresh_token")?;
+        let presented_hash = token_hash(presented);
+        let mut remembered = self.current_tokens.take(&presented_hash);
+        for _ in 0..ROTATION_ATTEMPTS {
+            let record = match remembered.take() {
+                Some(record) => record,
+                None => self
+                    .stored_refresh_token(presented)
+                    .await?
+                    .ok_or_else(dead_refresh_token)?,
+            };
+            if let Some(outcome) = self
+                .rotate(form, client, source, now, presented, record)
+                .await?
+            {
+                return outcome;
+            }
+        }
+        tracing::error!("a refresh token kept changing under its rotation");
+        Err(OAuthError::server_error())
+    }
+
+    /// One attempt at refreshing with `record`, the presented token's row: the answer,
+    /// or `None` when the rotation found the rows changed since they were read.
+    async fn rotate(
+        &self,
+        form: &HashMap<&str, &str>,
+        client: &Client,
+        source: IpAddr,
+        now: OffsetDateTime,
+        presented: &str,
+        record: RefreshTokenRecord,
+    ) -> Result<Option<Result<TokenResponse, OAuthError>>, OAuthError> {
         let store = self.accounts.store();
-        let dead = || OAuthError::invalid_grant("the refresh token is not valid");
-        let mut record = self
-            .stored_refresh_token(presented)
-            .await?
-            .ok_or_else(dead)?;
-        let family = record.family.clone();
+        let family = &record.family;
         let refusal = if family.client_id != client.id {
             Some(OAuthError::invalid_grant(
                 "the refresh token was issued to another client",
             ))
         } else if family.revoked_at.is_some() || family.expires_at <= now {
-            Some(dead())
+            Some(dead_refresh_token())
         } else {
             form.get("scope").and_then(|asked| {
                 let granted: Vec<&str> = family.scope.split(' ').collect();
@@ -271,18 +303,35 @@ impl Issuer {
             })
         };
         if let Some(error) = refusal {
-            return Err(self.refuse_refresh(&family, source, error).await);
+            return Ok(Some(Err(self.refuse_refresh(family, source, error).await)));
         }
-        let user = match may_receive_tokens(record.holder.take(), family.auth_time) {
+        let user = match may_receive_tokens(record.holder.clone(), family.auth_time) {
             Ok(user) => user,
             Err(error) => {
                 store
                     .revoke_refresh_family(&family.id, now)
                     .await
                     .map_err(server_error)?;
-                return Err(self.refuse_refresh(&family, source, error).await);
+                return Ok(Some(Err(self.refuse_refresh(family, source, error).await)));
             }
         };
+        let retired = record.retired_at.is_some();
+        if retired {
+            let in_grace = record
+                .retired_at
+                .is_some_and(|retired_at| now - retired_at <= self.config.refresh_grace);
+            if !(in_grace && record.successor_is_current) {
+                store
+                    .revoke_refresh_family(&family.id, now)
+                    .await
+                    .map_err(server_error)?;
+                self.audit_family(family, REFRESH_REUSE, source, "revoked")
+                    .await;
+                return Ok(Some(Err(OAuthError::invalid_grant(
+                    "the refresh token was already used; its sessions are revoked",
+                ))));
+            }
+        }
         let successor = successor_token(&family.secret, presented);
         let grant = Grant {
             user: &user,
@@ -292,7 +341,6 @@ impl Issuer {
             auth_time: family.auth_time,
         };
         let id_token = self.sign_id_token(&grant, now).await?;
-        let response = token_response(id_token, Some(successor.clone()), &family.scope, self);
         let success = audit_record(
             user.name.as_str(),
             REFRESH,
@@ -301,39 +349,36 @@ impl Issuer {
             SUCCESS,
             &format!("audience {}", family.audience),
         );
-        if record.retired_at.is_none() {
+        if retired {
+            // Within the grace window: the same successor again, nothing to rotate.
+            self.accounts.write_audit(&success).await;
+        } else {
+            let successor_hash = token_hash(&successor);
             let rotated = store
-                .rotate_refresh_token(&record.token_hash, &token_hash(&successor), now, &success)
+                .rotate_refresh_token(
+                    &record.token_hash,
+                    &successor_hash,
+                    user.version,
+                    now,
+                    &success,
+                )
                 .await
                 .map_err(server_error)?;
-            if rotated {
-                self.accounts.audited(&success);
-                return Ok(response);
+            if !rotated {
+                return Ok(None);
             }
-            // Another request rotated it or revoked its family a moment ago: judge it
-            // as it is now.
-            record = self
-                .stored_refresh_token(presented)
-                .await?
-                .filter(|record| record.family.revoked_at.is_none())
-                .ok_or_else(dead)?;
+            self.accounts.audited(&success);
+            self.current_tokens.put(RefreshTokenRecord {
+                token_hash: successor_hash,
+                family: record.family.clone(),
+                issued_at: now,
+                retired_at: None,
+                successor_is_current: false,
+                holder: Some(user.clone()),
+            });
         }
-        let in_grace = record
-            .retired_at
-            .is_some_and(|retired_at| now - retired_at <= self.config.refresh_grace);
-        if !(in_grace && record.successor_is_current) {
-            store
-                .revoke_refresh_family(&family.id, now)
-                .await
-                .map_err(server_error)?;
-            self.audit_family(&family, REFRESH_REUSE, source, "revoked")
-                .await;
-            return Err(OAuthError::invalid_grant(
-                "the refresh token was already used; its sessions are revoked",
-            ));
-        }
-        self.accounts.write_audit(&success).await;
-        Ok(response)
+        let response = token_response(id_token, Some(successor), &family.scope, self);
+        Ok(Some(Ok(response)))
     }
 
     /// The user `user_id` as stored now, if they may still receive tokens for an
@@ -477,6 +522,14 @@ fn may_receive_tokens(
             "the user's session has ended; sign in again",
         )),
     }
+}
+
+/// How often a refresh reads its token's rows again when they change under its rotation
+/// (another replica, an administrator) before giving up with `server_error`.
+const ROTATION_ATTEMPTS: usize = 3;
+
+fn dead_refresh_token() -> OAuthError {
+    OAuthError::invalid_grant("the refresh token is not valid")
 }
 
 /// The token response around a signed ID token, which is also the access token.
