@@ -26,13 +26,17 @@ use crate::session::AUTH_KEY;
 
 /// `GET /.well-known/openid-configuration` (OpenID Connect Discovery 1.0 §4).
 pub async fn discovery(State(app): State<AppState>) -> Response {
-    json_no_cache(StatusCode::OK, &app.issuer.discovery())
+    json_with_cache(
+        StatusCode::OK,
+        app.issuer.discovery().to_string(),
+        "no-cache",
+    )
 }
 
 /// `GET /oidc/jwks`: the published signing keys (RFC 7517 §5).
 pub async fn jwks(State(app): State<AppState>) -> Response {
     match app.issuer.jwks(OffsetDateTime::now_utc()).await {
-        Ok(keys) => json_no_cache(StatusCode::OK, &keys),
+        Ok(keys) => json_with_cache(StatusCode::OK, keys.to_string(), "no-cache"),
         Err(error) => {
             tracing::error!(%error, "cannot read the signing keys");
             json_no_cache(
@@ -341,25 +345,25 @@ fn oauth_error(error: &OAuthError) -> Response {
 }
 
 fn json_no_cache(status: StatusCode, body: &serde_json::Value) -> Response {
-    json_with_cache(status, body, "no-cache")
+    json_with_cache(status, body.to_string(), "no-cache")
 }
 
 fn json_no_store(status: StatusCode, body: &serde_json::Value) -> Response {
-    let mut response = json_with_cache(status, body, "no-store");
+    let mut response = json_with_cache(status, body.to_string(), "no-store");
     response
         .headers_mut()
         .insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
     response
 }
 
-fn json_with_cache(status: StatusCode, body: &serde_json::Value, cache: &'static str) -> Response {
+fn json_with_cache(status: StatusCode, body: String, cache: &'static str) -> Response {
     (
         status,
         [
             (header::CONTENT_TYPE, "application/json"),
             (header::CACHE_CONTROL, cache),
         ],
-        body.to_string(),
+        body,
     )
         .into_response()
 }

@@ -97,6 +97,7 @@ pub async fn serve_on(
     );
     let issuer = open_issuer(&config, accounts.clone()).await?;
     tokio::spawn(maintain_issuer(issuer.clone()));
+    tokio::spawn(checkpoint_database(store.clone()));
     let (kube, dev_cluster) = open_cluster(&mut config).await?;
     let (stop_controllers, controllers_stop) = tokio::sync::watch::channel(false);
     let cluster_metrics = Arc::new(cluster::Metrics::default());
@@ -250,6 +251,18 @@ async fn maintain_issuer(issuer: Arc<Issuer>) {
             .await
         {
             tracing::error!(%error, "pruning OIDC grants failed");
+        }
+    }
+}
+
+/// Checkpoints the database's log every [`Store::CHECKPOINT_INTERVAL`].
+async fn checkpoint_database(store: Store) {
+    let mut tick = tokio::time::interval(Store::CHECKPOINT_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let Err(error) = store.checkpoint().await {
+            tracing::warn!(%error, "database checkpoint failed");
         }
     }
 }

@@ -2,7 +2,7 @@
 //! (SPEC §4), so verifiers that cache the JWKS never see a token signed by a key they do
 //! not know, and rotation needs no restart.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use aws_lc_rs::encoding::AsDer;
@@ -125,6 +125,8 @@ pub struct SigningKeys {
     store: Store,
     policy: KeyPolicy,
     cache: RwLock<Option<(Instant, Arc<Vec<LoadedKey>>)>>,
+    /// The last JWK Set served: its keys' `kid`s and its JSON.
+    jwks: Mutex<Option<(Vec<String>, Arc<str>)>>,
 }
 
 impl SigningKeys {
@@ -133,6 +135,7 @@ impl SigningKeys {
             store,
             policy,
             cache: RwLock::new(None),
+            jwks: Mutex::new(None),
         }
     }
 
@@ -154,18 +157,28 @@ impl SigningKeys {
             .ok_or(KeyError::NoActiveKey)
     }
 
-    /// The JWK Set (RFC 7517 §5): every published key that is not yet withdrawn,
-    /// including keys that will sign soon.
-    pub async fn jwks(&self, now: OffsetDateTime) -> Result<serde_json::Value, KeyError> {
+    /// The JWK Set (RFC 7517 §5) as JSON: every published key that is not yet withdrawn,
+    /// including keys that will sign soon. Serialised again only when the set changes.
+    pub async fn jwks(&self, now: OffsetDateTime) -> Result<Arc<str>, KeyError> {
         let keys = self.loaded().await?;
         let activations: Vec<_> = keys.iter().map(|k| k.activates_at).collect();
-        let published: Vec<_> = keys
+        let published: Vec<&LoadedKey> = keys
             .iter()
             .enumerate()
             .filter(|(index, _)| !self.withdrawn(&activations[index + 1..], now))
-            .map(|(_, key)| key.jwk.clone())
+            .map(|(_, key)| key)
             .collect();
-        Ok(serde_json::json!({ "keys": published }))
+        let kids: Vec<String> = published.iter().map(|key| key.key.kid.clone()).collect();
+        let mut serialised = self.jwks.lock().unwrap_or_else(|p| p.into_inner());
+        match &*serialised {
+            Some((cached, json)) if *cached == kids => Ok(json.clone()),
+            _ => {
+                let jwks: Vec<&serde_json::Value> = published.iter().map(|key| &key.jwk).collect();
+                let json: Arc<str> = serde_json::json!({ "keys": jwks }).to_string().into();
+                *serialised = Some((kids, json.clone()));
+                Ok(json)
+            }
+        }
     }
 
     /// Keeps the key table in shape; run at start-up and then every minute, from every
@@ -306,7 +319,8 @@ mod tests {
         );
     }
 
-    fn kids(jwks: &serde_json::Value) -> Vec<String> {
+    fn kids(jwks: &str) -> Vec<String> {
+        let jwks: serde_json::Value = serde_json::from_str(jwks).unwrap();
         jwks["keys"]
             .as_array()
             .unwrap()

@@ -82,12 +82,15 @@ pub struct Issuer {
     keys: SigningKeys,
     accounts: Arc<Accounts>,
     current_tokens: current_tokens::CurrentTokens,
+    /// [`Issuer::discovery`], serialised once.
+    discovery: Arc<str>,
 }
 
 impl Issuer {
     pub fn new(config: IssuerConfig, keys: KeyPolicy, accounts: Arc<Accounts>) -> Self {
         Self {
             keys: SigningKeys::new(accounts.store().clone(), keys),
+            discovery: Self::metadata(&config),
             config,
             accounts,
             current_tokens: Default::default(),
@@ -106,14 +109,18 @@ impl Issuer {
         &self.accounts
     }
 
-    /// The OpenID Provider Metadata (OpenID Connect Discovery 1.0 §3).
-    pub fn discovery(&self) -> serde_json::Value {
+    /// The OpenID Provider Metadata (OpenID Connect Discovery 1.0 §3) as JSON.
+    pub fn discovery(&self) -> Arc<str> {
+        self.discovery.clone()
+    }
+
+    fn metadata(config: &IssuerConfig) -> Arc<str> {
         serde_json::json!({
-            "issuer": self.config.issuer_url,
-            "authorization_endpoint": self.config.endpoint(endpoints::AUTHORIZE),
-            "token_endpoint": self.config.endpoint(endpoints::TOKEN),
-            "revocation_endpoint": self.config.endpoint(endpoints::REVOKE),
-            "jwks_uri": self.config.endpoint(endpoints::JWKS),
+            "issuer": config.issuer_url,
+            "authorization_endpoint": config.endpoint(endpoints::AUTHORIZE),
+            "token_endpoint": config.endpoint(endpoints::TOKEN),
+            "revocation_endpoint": config.endpoint(endpoints::REVOKE),
+            "jwks_uri": config.endpoint(endpoints::JWKS),
             "response_types_supported": ["code"],
             "response_modes_supported": ["query"],
             "grant_types_supported": ["authorization_code", "refresh_token"],
@@ -131,10 +138,12 @@ impl Issuer {
             "request_parameter_supported": false,
             "request_uri_parameter_supported": false,
         })
+        .to_string()
+        .into()
     }
 
     /// The JWK Set of the published keys.
-    pub async fn jwks(&self, now: OffsetDateTime) -> Result<serde_json::Value, KeyError> {
+    pub async fn jwks(&self, now: OffsetDateTime) -> Result<Arc<str>, KeyError> {
         self.keys.jwks(now).await
     }
 }
