@@ -154,7 +154,7 @@ pub async fn run_controllers(
             () = &mut controllers => false,
             () = &mut shutdown => {
                 let _ = stop.send(true);
-                controllers.await;
+                within_stop_grace("the controllers", controllers).await;
                 break Ok(());
             }
             _ = async { leader.wait_for(|leading| !*leading).await.is_ok() } => true,
@@ -162,17 +162,32 @@ pub async fn run_controllers(
         let _ = stop.send(true);
         if lost {
             tracing::warn!(identity = %config.identity, "lost the controllers' Lease: stopping");
-            controllers.await;
+            within_stop_grace("the controllers", controllers).await;
         }
     };
     // Closing the channel makes the lease task release the Lease and end.
     drop(leader);
-    match lease_task.await {
-        Ok(Ok(_)) => {}
-        Ok(Err(error)) => tracing::warn!(%error, "releasing the controllers' Lease failed"),
-        Err(error) => tracing::warn!(%error, "the leader-election task failed"),
+    match within_stop_grace("releasing the Lease", lease_task).await {
+        None | Some(Ok(Ok(_))) => {}
+        Some(Ok(Err(error))) => tracing::warn!(%error, "releasing the controllers' Lease failed"),
+        Some(Err(error)) => tracing::warn!(%error, "the leader-election task failed"),
     }
     tracing::info!("controllers stopped");
+    outcome
+}
+
+/// How long a stopping step may take before the shutdown goes on without it: a stop must
+/// end within the pod's termination grace period even if a request to the API server
+/// hangs.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// `step` if it completes within [`STOP_GRACE`]; otherwise `None`, with a warning naming
+/// `what`.
+async fn within_stop_grace<F: Future>(what: &str, step: F) -> Option<F::Output> {
+    let outcome = tokio::time::timeout(STOP_GRACE, step).await.ok();
+    if outcome.is_none() {
+        tracing::warn!("{what} did not stop within {STOP_GRACE:?}; stopping without them");
+    }
     outcome
 }
 
