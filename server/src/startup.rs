@@ -97,7 +97,9 @@ pub async fn serve_on(
     );
     let issuer = open_issuer(&config, accounts.clone()).await?;
     tokio::spawn(maintain_issuer(issuer.clone()));
-    tokio::spawn(checkpoint_database(store.clone()));
+    if store.backend() == banlieue_store::Backend::Sqlite {
+        tokio::spawn(checkpoint_database(store.clone()));
+    }
     let (kube, dev_cluster) = open_cluster(&mut config).await?;
     let (stop_controllers, controllers_stop) = tokio::sync::watch::channel(false);
     let cluster_metrics = Arc::new(cluster::Metrics::default());
@@ -255,14 +257,24 @@ async fn maintain_issuer(issuer: Arc<Issuer>) {
     }
 }
 
-/// Checkpoints the database's log every [`Store::CHECKPOINT_INTERVAL`].
+/// Checkpoints the SQLite log every [`Store::CHECKPOINT_INTERVAL`] until the store is
+/// closed; a failure is logged once until a checkpoint succeeds again.
 async fn checkpoint_database(store: Store) {
     let mut tick = tokio::time::interval(Store::CHECKPOINT_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
     loop {
         tick.tick().await;
-        if let Err(error) = store.checkpoint().await {
-            tracing::warn!(%error, "database checkpoint failed");
+        if store.is_closed() {
+            return;
+        }
+        match store.checkpoint().await {
+            Ok(()) => failing = false,
+            Err(error) if !failing => {
+                failing = true;
+                tracing::warn!(%error, "database checkpoint failed");
+            }
+            Err(_) => {}
         }
     }
 }

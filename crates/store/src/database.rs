@@ -87,7 +87,7 @@ impl Store {
     /// Opens the database at `url` and applies pending migrations.
     ///
     /// A SQLite file is created when missing (its directory must exist); SQLite runs in
-    /// WAL mode with `synchronous = NORMAL` and foreign keys on. Errors: [`StoreError::MissingDirectory`],
+    /// WAL mode with `synchronous = FULL` and foreign keys on. Errors: [`StoreError::MissingDirectory`],
     /// [`StoreError::ReadOnly`], [`StoreError::Open`], [`StoreError::Migrate`].
     pub async fn open(url: &str) -> Result<Self, StoreError> {
         static DRIVERS: Once = Once::new();
@@ -111,12 +111,13 @@ impl Store {
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if backend == Backend::Sqlite {
-                        // In WAL mode `synchronous = NORMAL` syncs the log at checkpoints,
-                        // not at every commit: a killed process loses no committed
-                        // transaction, a power loss can lose the last ones (README).
+                        // `synchronous = FULL`: every commit is synced, so nothing the
+                        // console answered (a rotation, a revocation, a disable) is lost
+                        // to a power cut. Checkpoints run in the background
+                        // (`Store::checkpoint`); the automatic one is the backstop.
                         conn.execute(
                             "PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; \
-                             PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 10000;",
+                             PRAGMA synchronous = FULL; PRAGMA wal_autocheckpoint = 10000;",
                         )
                         .await?;
                     }
@@ -231,11 +232,12 @@ impl Store {
     /// drops; on PostgreSQL, `None` at once. SQLite has one writer at a time, and a
     /// connection that finds the write lock taken sleeps in its busy handler (1 ms, then
     /// 2, 5, 10 … ms), which put tens of milliseconds on the refresh grant's p99 at four
-    /// concurrent requests; queued here, writers follow one another without sleeping.
-    /// Another process (an `admin` command) still meets the busy handler.
-    pub(crate) async fn sqlite_write_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+    /// concurrent requests. The frequent writes (the refresh grant's, audit rows) queue
+    /// here instead and follow one another without sleeping; rarer writers, and other
+    /// processes (an `admin` command), still meet the busy handler.
+    pub(crate) async fn sqlite_write_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
         match self.backend {
-            Backend::Sqlite => Some(self.sqlite_writers.lock().await),
+            Backend::Sqlite => Some(self.sqlite_writers.clone().lock_owned().await),
             Backend::Postgres => None,
         }
     }
@@ -258,7 +260,8 @@ impl Store {
 
     /// On SQLite, copies the write-ahead log's committed pages into the database file
     /// without waiting for readers or writers (`PRAGMA wal_checkpoint(PASSIVE)`); nothing
-    /// on PostgreSQL. Run every [`Store::CHECKPOINT_INTERVAL`].
+    /// on PostgreSQL. Run every [`Store::CHECKPOINT_INTERVAL`]. Errors:
+    /// [`StoreError::Database`].
     pub async fn checkpoint(&self) -> Result<(), StoreError> {
         if self.backend == Backend::Sqlite {
             sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
@@ -273,6 +276,11 @@ impl Store {
         let mut conn = self.pool.acquire().await?;
         conn.ping().await?;
         Ok(())
+    }
+
+    /// Whether [`Store::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.pool.is_closed()
     }
 
     /// Closes every connection, waiting for queries in flight (graceful shutdown).

@@ -335,35 +335,82 @@ impl Store {
         now: OffsetDateTime,
         audit: &AuditEvent,
     ) -> Result<bool, StoreError> {
-        let _turn = self.sqlite_write_turn().await;
-        let sql = match self.backend() {
-            Backend::Sqlite => ROTATE_SQLITE,
-            Backend::Postgres => ROTATE_POSTGRES,
-        };
-        let mut conn = self.pool.acquire().await?;
-        let rows = sqlx::query(sql)
-            .bind(to_millis(now))
-            .bind(successor_hash)
-            .bind(token_hash)
-            .bind(to_millis(audit.at))
-            .bind(&audit.actor)
-            .bind(&audit.action)
-            .bind(&audit.target)
-            .bind(&audit.source_ip)
-            .bind(&audit.result)
-            .bind(&audit.detail)
-            .bind(holder_version)
-            .fetch_all(&mut *conn)
-            .await;
-        match rows {
-            Ok(rows) => Ok(rows.len() == 1 && rows[0].try_get::<i64, _>("rotated")? == 1),
-            Err(error) => {
-                // A SQLite statement that failed inside the batch leaves its transaction
-                // open: the connection is not given back to the pool.
-                conn.close_on_drop();
-                Err(error.into())
+        // The batch runs in a task of its own: if the request is dropped mid-way (its
+        // client went away), the batch still reaches its COMMIT instead of stopping with
+        // its transaction open on a connection the pool would hand out again.
+        let store = self.clone();
+        let (token_hash, successor_hash) = (token_hash.to_owned(), successor_hash.to_owned());
+        let audit = audit.clone();
+        tokio::spawn(async move {
+            let _turn = store.sqlite_write_turn().await;
+            let sql = match store.backend() {
+                Backend::Sqlite => ROTATE_SQLITE,
+                Backend::Postgres => ROTATE_POSTGRES,
+            };
+            let mut conn = store.pool.acquire().await?;
+            let rows = sqlx::query(sql)
+                .bind(to_millis(now))
+                .bind(&successor_hash)
+                .bind(&token_hash)
+                .bind(to_millis(audit.at))
+                .bind(&audit.actor)
+                .bind(&audit.action)
+                .bind(&audit.target)
+                .bind(&audit.source_ip)
+                .bind(&audit.result)
+                .bind(&audit.detail)
+                .bind(holder_version)
+                .fetch_all(&mut *conn)
+                .await;
+            match rows {
+                Ok(rows) => Ok(rows.len() == 1 && rows[0].try_get::<i64, _>("rotated")? == 1),
+                Err(error) => {
+                    if store.backend() == Backend::Sqlite {
+                        // A statement that failed inside the batch leaves its transaction
+                        // open: the connection is closed (rolling it back), not reused.
+                        conn.close_on_drop();
+                    }
+                    Err(error.into())
+                }
             }
-        }
+        })
+        .await
+        .map_err(|_| StoreError::Database(sqlx::Error::WorkerCrashed))?
+    }
+
+    /// Records `audit`, the answer to a retired token presented again within the grace
+    /// window, only if that answer is still due: the token's successor is still its
+    /// family's current token, the family is not revoked and its user is still at
+    /// `holder_version`. `false`, with nothing written, otherwise (the caller reads the
+    /// rows again).
+    pub async fn audit_refresh_in_grace(
+        &self,
+        token_hash: &str,
+        holder_version: i64,
+        audit: &AuditEvent,
+    ) -> Result<bool, StoreError> {
+        let _turn = self.sqlite_write_turn().await;
+        let done = sqlx::query(
+            "INSERT INTO audit_events (at_ms, actor, action, target, source_ip, result, detail) \
+             SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM oidc_refresh_tokens t \
+             JOIN oidc_refresh_tokens s ON s.token_hash = t.successor_hash \
+             JOIN oidc_refresh_families f ON f.id = t.family_id \
+             JOIN users u ON u.id = f.user_id \
+             WHERE t.token_hash = $8 AND s.retired_ms IS NULL AND f.revoked_ms IS NULL \
+             AND u.version = $9)",
+        )
+        .bind(to_millis(audit.at))
+        .bind(&audit.actor)
+        .bind(&audit.action)
+        .bind(&audit.target)
+        .bind(&audit.source_ip)
+        .bind(&audit.result)
+        .bind(&audit.detail)
+        .bind(token_hash)
+        .bind(holder_version)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Revokes a whole family (reuse detected, RFC 7009 revocation, code replay); `true`
@@ -452,7 +499,7 @@ const ROTATE_SQLITE: &str = "BEGIN IMMEDIATE; \
      UPDATE oidc_refresh_tokens SET retired_ms = $1, successor_hash = $2 \
      WHERE token_hash = $3 AND retired_ms IS NULL AND EXISTS (SELECT 1 FROM \
      oidc_refresh_families f JOIN users u ON u.id = f.user_id \
-     WHERE f.id = family_id AND f.revoked_ms IS NULL AND u.version = $11); \
+     WHERE f.id = oidc_refresh_tokens.family_id AND f.revoked_ms IS NULL AND u.version = $11); \
      INSERT INTO oidc_refresh_tokens (token_hash, family_id, issued_ms) \
      SELECT $2, family_id, $1 FROM oidc_refresh_tokens WHERE token_hash = $3 AND changes() = 1; \
      INSERT INTO audit_events (at_ms, actor, action, target, source_ip, result, detail) \
@@ -467,7 +514,7 @@ const ROTATE_POSTGRES: &str = "WITH rotated AS ( \
      UPDATE oidc_refresh_tokens SET retired_ms = $1, successor_hash = $2 \
      WHERE token_hash = $3 AND retired_ms IS NULL AND EXISTS (SELECT 1 FROM \
      oidc_refresh_families f JOIN users u ON u.id = f.user_id \
-     WHERE f.id = family_id AND f.revoked_ms IS NULL AND u.version = $11) \
+     WHERE f.id = oidc_refresh_tokens.family_id AND f.revoked_ms IS NULL AND u.version = $11) \
      RETURNING family_id), \
      successor AS (INSERT INTO oidc_refresh_tokens (token_hash, family_id, issued_ms) \
      SELECT $2, family_id, $1 FROM rotated RETURNING 1) \

@@ -634,6 +634,20 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
         "t2-other"
     };
     assert!(
+        store
+            .audit_refresh_in_grace("t1", user.version, &audit)
+            .await
+            .unwrap(),
+        "the previous token's answer is due while its successor is current"
+    );
+    assert!(
+        !store
+            .audit_refresh_in_grace("t1", user.version + 1, &audit)
+            .await
+            .unwrap(),
+        "not once the user changed"
+    );
+    assert!(
         !store
             .rotate_refresh_token(successor, "t3", user.version + 1, now, &audit)
             .await
@@ -650,6 +664,12 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
     assert!(
         !retired.successor_is_current,
         "t1 is no longer the previous token"
+    );
+    assert!(
+        !store
+            .audit_refresh_in_grace("t1", user.version, &audit)
+            .await
+            .unwrap()
     );
 
     assert!(store.revoke_refresh_family("f1", now).await.unwrap());

@@ -269,7 +269,18 @@ impl Issuer {
             }
         }
         tracing::error!("a refresh token kept changing under its rotation");
-        Err(OAuthError::server_error())
+        let error = OAuthError::server_error();
+        self.accounts
+            .audit_event(
+                "-",
+                REFRESH,
+                client.id,
+                source,
+                "error",
+                "the token's rows kept changing under its rotation",
+            )
+            .await;
+        Err(error)
     }
 
     /// One attempt at refreshing with `record`, the presented token's row: the answer,
@@ -350,8 +361,16 @@ impl Issuer {
             &format!("audience {}", family.audience),
         );
         if retired {
-            // Within the grace window: the same successor again, nothing to rotate.
-            self.accounts.write_audit(&success).await;
+            // Within the grace window: the same successor again, nothing to rotate, as
+            // long as the chain, its family and its user are still as judged.
+            let still_due = store
+                .audit_refresh_in_grace(&record.token_hash, user.version, &success)
+                .await
+                .map_err(server_error)?;
+            if !still_due {
+                return Ok(None);
+            }
+            self.accounts.audited(&success);
         } else {
             let successor_hash = token_hash(&successor);
             let rotated = store
