@@ -335,47 +335,28 @@ impl Store {
         now: OffsetDateTime,
         audit: &AuditEvent,
     ) -> Result<bool, StoreError> {
-        // The batch runs in a task of its own: if the request is dropped mid-way (its
-        // client went away), the batch still reaches its COMMIT instead of stopping with
-        // its transaction open on a connection the pool would hand out again.
-        let store = self.clone();
-        let (token_hash, successor_hash) = (token_hash.to_owned(), successor_hash.to_owned());
-        let audit = audit.clone();
-        tokio::spawn(async move {
-            let _turn = store.sqlite_write_turn().await;
-            let sql = match store.backend() {
-                Backend::Sqlite => ROTATE_SQLITE,
-                Backend::Postgres => ROTATE_POSTGRES,
-            };
-            let mut conn = store.pool.acquire().await?;
-            let rows = sqlx::query(sql)
-                .bind(to_millis(now))
-                .bind(&successor_hash)
-                .bind(&token_hash)
-                .bind(to_millis(audit.at))
-                .bind(&audit.actor)
-                .bind(&audit.action)
-                .bind(&audit.target)
-                .bind(&audit.source_ip)
-                .bind(&audit.result)
-                .bind(&audit.detail)
-                .bind(holder_version)
-                .fetch_all(&mut *conn)
-                .await;
-            match rows {
-                Ok(rows) => Ok(rows.len() == 1 && rows[0].try_get::<i64, _>("rotated")? == 1),
-                Err(error) => {
-                    if store.backend() == Backend::Sqlite {
-                        // A statement that failed inside the batch leaves its transaction
-                        // open: the connection is closed (rolling it back), not reused.
-                        conn.close_on_drop();
-                    }
-                    Err(error.into())
-                }
-            }
-        })
-        .await
-        .map_err(|_| StoreError::Database(sqlx::Error::WorkerCrashed))?
+        let _turn = self.sqlite_write_turn().await;
+        let sql = match self.backend() {
+            Backend::Sqlite => ROTATE_SQLITE,
+            Backend::Postgres => ROTATE_POSTGRES,
+        };
+        let mut conn = ClosedUnlessKept::new(self.pool.acquire().await?);
+        let rows = sqlx::query(sql)
+            .bind(to_millis(now))
+            .bind(successor_hash)
+            .bind(token_hash)
+            .bind(to_millis(audit.at))
+            .bind(&audit.actor)
+            .bind(&audit.action)
+            .bind(&audit.target)
+            .bind(&audit.source_ip)
+            .bind(&audit.result)
+            .bind(&audit.detail)
+            .bind(holder_version)
+            .fetch_all(conn.connection())
+            .await?;
+        conn.keep();
+        Ok(rows.len() == 1 && rows[0].try_get::<i64, _>("rotated")? == 1)
     }
 
     /// Records `audit`, the answer to a retired token presented again within the grace
@@ -483,6 +464,38 @@ fn code_from_row(row: &AnyRow) -> Result<AuthorizationCodeRecord, StoreError> {
         auth_time: from_millis(row.try_get("auth_time_ms")?)?,
         expires_at: from_millis(row.try_get("expires_ms")?)?,
     })
+}
+
+/// A pooled connection that is closed, rolling back whatever it has open, instead of going
+/// back to the pool unless [`ClosedUnlessKept::keep`] is called: a batch that carries its
+/// own `BEGIN … COMMIT` and did not finish (a statement failed, or the request was dropped
+/// and the driver stopped the batch part-way) may have left its transaction open.
+struct ClosedUnlessKept {
+    conn: sqlx::pool::PoolConnection<sqlx::Any>,
+    kept: bool,
+}
+
+impl ClosedUnlessKept {
+    fn new(conn: sqlx::pool::PoolConnection<sqlx::Any>) -> Self {
+        Self { conn, kept: false }
+    }
+
+    fn connection(&mut self) -> &mut sqlx::AnyConnection {
+        &mut self.conn
+    }
+
+    /// The batch finished: the connection goes back to the pool.
+    fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for ClosedUnlessKept {
+    fn drop(&mut self) {
+        if !self.kept {
+            self.conn.close_on_drop();
+        }
+    }
 }
 
 /// The prefix of the holder's columns in [`Store::refresh_token`].

@@ -672,6 +672,20 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
             .unwrap()
     );
 
+    // A batch that fails part-way (its successor already exists) leaves nothing open:
+    // the token is still current and the next writes go through.
+    assert!(
+        store
+            .rotate_refresh_token("t3", "t1", user.version, now, &audit)
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        store.refresh_token("t3").await.unwrap().unwrap().retired_at,
+        None
+    );
+    store.append_audit(&audit).await.unwrap();
+
     assert!(store.revoke_refresh_family("f1", now).await.unwrap());
     assert!(!store.revoke_refresh_family("f1", now).await.unwrap());
     let revoked = store.refresh_token("t3").await.unwrap().unwrap();
