@@ -440,8 +440,7 @@ impl Accounts {
             .await;
     }
 
-    /// Appends an audit event with a detail, and counts it in [`Accounts::metrics`]
-    /// (whether or not the write succeeds: the event happened).
+    /// Appends an audit event with a detail ([`Self::write_audit`]).
     pub async fn audit_event(
         &self,
         actor: &str,

@@ -83,17 +83,13 @@ impl Store {
 
     pub async fn append_audit(&self, event: &AuditEvent) -> Result<(), StoreError> {
         let _turn = self.sqlite_write_turn().await;
-        sqlx::query(
-            "INSERT INTO audit_events (at_ms, actor, action, target, source_ip, result, detail) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        bind_audit(
+            sqlx::query(
+                "INSERT INTO audit_events (at_ms, actor, action, target, source_ip, result, \
+                 detail) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            ),
+            event,
         )
-        .bind(to_millis(event.at))
-        .bind(&event.actor)
-        .bind(&event.action)
-        .bind(&event.target)
-        .bind(&event.source_ip)
-        .bind(&event.result)
-        .bind(&event.detail)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -110,6 +106,22 @@ impl Store {
         .await?;
         rows.iter().map(event_from_row).collect()
     }
+}
+
+/// `query` with `event`'s seven columns bound next, in the order of `audit_events`:
+/// `at_ms`, `actor`, `action`, `target`, `source_ip`, `result`, `detail`.
+pub(crate) fn bind_audit<'q>(
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    event: &'q AuditEvent,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    query
+        .bind(to_millis(event.at))
+        .bind(&event.actor)
+        .bind(&event.action)
+        .bind(&event.target)
+        .bind(&event.source_ip)
+        .bind(&event.result)
+        .bind(&event.detail)
 }
 
 fn event_from_row(row: &sqlx::any::AnyRow) -> Result<AuditEvent, StoreError> {

@@ -6,6 +6,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 
+use crate::audit::bind_audit;
 use crate::database::{finish, from_millis, to_millis};
 use crate::users::{user_from_row, user_select_list};
 use crate::{AuditEvent, Backend, Store, StoreError, UserRecord};
@@ -341,17 +342,11 @@ impl Store {
             Backend::Postgres => ROTATE_POSTGRES,
         };
         let mut conn = ClosedUnlessKept::new(self.pool.acquire().await?);
-        let rows = sqlx::query(sql)
+        let query = sqlx::query(sql)
             .bind(to_millis(now))
             .bind(successor_hash)
-            .bind(token_hash)
-            .bind(to_millis(audit.at))
-            .bind(&audit.actor)
-            .bind(&audit.action)
-            .bind(&audit.target)
-            .bind(&audit.source_ip)
-            .bind(&audit.result)
-            .bind(&audit.detail)
+            .bind(token_hash);
+        let rows = bind_audit(query, audit)
             .bind(holder_version)
             .fetch_all(conn.connection())
             .await?;
@@ -371,7 +366,7 @@ impl Store {
         audit: &AuditEvent,
     ) -> Result<bool, StoreError> {
         let _turn = self.sqlite_write_turn().await;
-        let done = sqlx::query(
+        let query = sqlx::query(
             "INSERT INTO audit_events (at_ms, actor, action, target, source_ip, result, detail) \
              SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM oidc_refresh_tokens t \
              JOIN oidc_refresh_tokens s ON s.token_hash = t.successor_hash \
@@ -379,18 +374,12 @@ impl Store {
              JOIN users u ON u.id = f.user_id \
              WHERE t.token_hash = $8 AND s.retired_ms IS NULL AND f.revoked_ms IS NULL \
              AND u.version = $9)",
-        )
-        .bind(to_millis(audit.at))
-        .bind(&audit.actor)
-        .bind(&audit.action)
-        .bind(&audit.target)
-        .bind(&audit.source_ip)
-        .bind(&audit.result)
-        .bind(&audit.detail)
-        .bind(token_hash)
-        .bind(holder_version)
-        .execute(&self.pool)
-        .await?;
+        );
+        let done = bind_audit(query, audit)
+            .bind(token_hash)
+            .bind(holder_version)
+            .execute(&self.pool)
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 
