@@ -515,6 +515,20 @@ async fn refresh_dies_with_disable_password_change_and_sign_out_everywhere() {
         .unwrap();
     let (_, body) = fx.refresh(tokens["refresh_token"].as_str().unwrap()).await;
     assert_eq!(error_of(&body), "invalid_grant", "after not_before moved");
+
+    // Disabled and enabled again before any refresh: what was issued before stays dead.
+    let fx = Fixture::new().await;
+    let alice = fx.app.user("alice").await;
+    let tokens = fx.tokens().await;
+    for disabled in [true, false] {
+        fx.app
+            .store()
+            .set_disabled(alice.id, disabled, OffsetDateTime::now_utc())
+            .await
+            .unwrap();
+    }
+    let (_, body) = fx.refresh(tokens["refresh_token"].as_str().unwrap()).await;
+    assert_eq!(error_of(&body), "invalid_grant", "after disable and enable");
 }
 
 /// The issuer remembers the tokens it issued and rotates them without reading them again;

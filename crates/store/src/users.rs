@@ -43,6 +43,11 @@ pub struct NewUser {
     pub must_change_password: bool,
 }
 
+/// The `SET` term of a disable (`$1` the new flag, `$2` now in ms): disabling moves
+/// `not_before`, so what was issued before the disable stays dead after an enable.
+const NOT_BEFORE_ON_DISABLE: &str =
+    "not_before_ms = CASE WHEN $1 = 1 THEN $2 ELSE not_before_ms END";
+
 /// The columns of a user row. Its roles come along as one more column, `roles`, space
 /// separated (role names have no spaces), so a user is read in one query.
 const USER_FIELDS: [&str; 12] = [
@@ -267,16 +272,19 @@ impl Store {
             .ok_or_else(|| StoreError::Corrupt(format!("user {user_id} vanished")))
     }
 
-    /// Sets or clears the disabled flag (bumps the version).
+    /// Sets or clears the disabled flag (bumps the version). Disabling also moves
+    /// `not_before` to `now`, so enabling the user again revives no session or refresh
+    /// token issued before.
     pub async fn set_disabled(
         &self,
         user_id: i64,
         disabled: bool,
         now: OffsetDateTime,
     ) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE users SET disabled = $1, updated_ms = $2, version = version + 1 WHERE id = $3",
-        )
+        sqlx::query(&format!(
+            "UPDATE users SET disabled = $1, {NOT_BEFORE_ON_DISABLE}, updated_ms = $2, \
+             version = version + 1 WHERE id = $3"
+        ))
         .bind(i64::from(disabled))
         .bind(to_millis(now))
         .bind(user_id)
@@ -417,10 +425,10 @@ impl Store {
         let mut tx = self.begin_write(&mut conn).await?;
         let result = async {
             let admins_before = enabled_admins(&mut tx).await?;
-            let done = sqlx::query(
-                "UPDATE users SET disabled = $1, updated_ms = $2, version = version + 1 \
-             WHERE id = $3 AND version = $4",
-            )
+            let done = sqlx::query(&format!(
+                "UPDATE users SET disabled = $1, {NOT_BEFORE_ON_DISABLE}, updated_ms = $2, \
+                 version = version + 1 WHERE id = $3 AND version = $4"
+            ))
             .bind(i64::from(disabled))
             .bind(to_millis(now))
             .bind(id)

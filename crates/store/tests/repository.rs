@@ -173,9 +173,30 @@ async fn admins_count_only_when_enabled(store: Store) {
         .await
         .unwrap();
     assert!(store.enabled_user_with_role_exists("admin").await.unwrap());
-    store.set_disabled(admin.id, true, now).await.unwrap();
+    let later = now + Duration::seconds(5);
+    store.set_disabled(admin.id, true, later).await.unwrap();
     assert!(!store.enabled_user_with_role_exists("admin").await.unwrap());
-    assert!(store.user_by_id(admin.id).await.unwrap().unwrap().disabled);
+    let disabled = store.user_by_id(admin.id).await.unwrap().unwrap();
+    assert!(disabled.disabled);
+    assert_eq!(
+        disabled.not_before.unix_timestamp(),
+        later.unix_timestamp(),
+        "disabling moves not_before"
+    );
+    store
+        .set_disabled(admin.id, false, later + Duration::seconds(5))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .user_by_id(admin.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .not_before,
+        disabled.not_before,
+        "enabling leaves it"
+    );
 }
 on_both_backends!(
     admins_count_only_when_enabled_works,
