@@ -424,8 +424,9 @@ impl Settings {
                 60 * in_range(
                     "BANLIEUE_SIGNING_KEY_ACTIVATION_MINUTES",
                     self.signing_key_activation_minutes,
-                    0..=1440,
-                    "0–1440 minutes",
+                    KeyPolicy::MIN_ACTIVATION_DELAY.as_secs().div_ceil(60)..=1440,
+                    "1–1440 minutes (at least twice the 30 s for which every replica caches \
+                     the signing keys, so each publishes a new key before any signs with it)",
                 )?,
             ),
             ..KeyPolicy::default()
@@ -661,6 +662,18 @@ mod tests {
         assert!(
             err.to_string().contains("BANLIEUE_ID_TOKEN_TTL_MINUTES"),
             "{err}"
+        );
+        let mut s = settings("127.0.0.1:3000", None);
+        s.signing_key_activation_minutes = 0;
+        let err = s.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("BANLIEUE_SIGNING_KEY_ACTIVATION_MINUTES") && err.contains("1–1440"),
+            "{err}"
+        );
+        assert_eq!(
+            KeyPolicy::MIN_ACTIVATION_DELAY,
+            Duration::from_secs(60),
+            "the bound in the message"
         );
         let mut s = settings("127.0.0.1:3000", None);
         s.cluster_server = Some("k8s:6443".into());

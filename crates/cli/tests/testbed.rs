@@ -146,7 +146,7 @@ async fn the_real_api_server_verifies_our_tokens_follows_rotation_and_refuses_th
             "--tls-key-file",
             key.to_str().unwrap(),
             "--signing-key-activation-minutes",
-            "0",
+            "1",
         ],
     )
     .await;
@@ -205,9 +205,10 @@ async fn the_real_api_server_verifies_our_tokens_follows_rotation_and_refuses_th
     let keys = server::startup::open_issuer(&config, accounts.clone())
         .await
         .unwrap();
+    // Published as if a minute ago, so it signs at once.
     let new_kid = keys
         .keys()
-        .rotate(time::OffsetDateTime::now_utc())
+        .rotate(time::OffsetDateTime::now_utc() - config.signing_keys.activation_delay)
         .await
         .unwrap();
     assert_ne!(old_kid, new_kid);

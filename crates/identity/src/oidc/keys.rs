@@ -29,6 +29,13 @@ pub struct KeyPolicy {
     pub retention: Duration,
 }
 
+impl KeyPolicy {
+    /// The shortest [`KeyPolicy::activation_delay`]: twice the time for which a replica
+    /// trusts its copy of the key table, so every replica publishes a new key in its JWKS
+    /// before any replica signs with it.
+    pub const MIN_ACTIVATION_DELAY: Duration = Duration::from_secs(2 * CACHE_TTL.as_secs());
+}
+
 impl Default for KeyPolicy {
     fn default() -> Self {
         Self {
