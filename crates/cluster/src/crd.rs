@@ -1,4 +1,5 @@
-//! The `banlieue.io/v1alpha1` custom resources (SPEC §6): `VirtualMachinePool`,
+//! The `banlieue.io/v1alpha1` custom resources (SPEC §6): `VirtualMachineProvider` (who
+//! makes VMs, and the anchors their EK certificates chain to), `VirtualMachinePool`,
 //! `VirtualMachine` (a pool member) and `VirtualMachineClaim`.
 //!
 //! The CRD manifests in `charts/banlieue-console/crds/` are generated from these types by
@@ -93,7 +94,8 @@ pub struct VirtualMachinePoolSpec {
     pub image_revision: String,
     /// What each member looks like.
     pub template: VirtualMachineTemplate,
-    /// The provider that creates the VMs (e.g. `simulated`): an RFC 1123 label.
+    /// Name of the [`VirtualMachineProvider`] that creates the VMs (e.g. `simulated`): an
+    /// RFC 1123 label.
     #[schemars(length(max = 63), pattern(DNS_LABEL_PATTERN))]
     pub provider_ref: String,
     /// Seconds a member may stay not Ready before the pool reports that it is not
@@ -225,7 +227,7 @@ pub struct VirtualMachineSpec {
     pub template: VirtualMachineTemplate,
     /// The pool's `imageRevision` when the member was created.
     pub image_revision: String,
-    /// The provider that owns the VM.
+    /// Name of the [`VirtualMachineProvider`] that owns the VM.
     pub provider_ref: String,
 }
 
@@ -245,7 +247,9 @@ pub struct VirtualMachineStatus {
     /// The image revision the VM actually runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_revision: Option<String>,
-    /// EK certificates of the VM's vTPM (PEM), published opaque (ADR-0045).
+    /// EK certificates of the VM's vTPM, one PEM `CERTIFICATE` each, issued by a CA of its
+    /// provider's `spec.attestation.ekTrustBundle`. Published before any claim exists, so
+    /// nothing in them is subject-specific.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tpm_endorsement_certificates: Vec<String>,
     /// Human-readable detail from the provider.
@@ -336,17 +340,71 @@ pub struct VirtualMachineClaimStatus {
     /// `boundAt + spec.ttlSeconds`: when the claim and its VM are released.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Time>,
-    /// The bound VM's addresses, mirrored.
+    /// The bound VM's addresses, mirrored; cleared on release.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<VirtualMachineAddress>,
+    /// The bound VM's `status.tpmEndorsementCertificates` (PEM), mirrored so a broker
+    /// reading the claim finds them; cleared on release.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tpm_endorsement_certificates: Vec<String>,
+    /// While Bound, [`ENDORSEMENT_VERIFIED_CONDITION`]: whether every mirrored EK
+    /// certificate chains to the member's provider's `ekTrustBundle`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
 }
 
-/// The three CRD manifests as YAML documents, keyed by file name
+/// Claim condition type: `True` when the bound member publishes EK certificates and each
+/// chains to a CA of its provider's `spec.attestation.ekTrustBundle` (checked by the claim
+/// controller with the X.509 path rules of RFC 5280); `False` with one of the
+/// `ENDORSEMENT_*` reasons otherwise. A broker opens an attested channel only when `True`.
+pub const ENDORSEMENT_VERIFIED_CONDITION: &str = "EndorsementVerified";
+
+/// The most bytes of `spec.attestation.ekTrustBundle`.
+pub const MAX_TRUST_BUNDLE_LEN: usize = 256 * 1024;
+
+/// Who makes a pool's VMs, named by the pools' `providerRef`, and what a broker needs to
+/// check the VMs' vTPMs: the CA certificates their EK certificates chain to.
+/// Cluster-scoped: one provider serves pools of every namespace. Its name must be an RFC
+/// 1123 label to be named by a pool.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "banlieue.io",
+    version = "v1alpha1",
+    kind = "VirtualMachineProvider",
+    doc = "Who makes a pool's VMs, and the CA certificates their vTPMs' EK certificates chain to.",
+    shortname = "vmprovider",
+    category = "banlieue",
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineProviderSpec {
+    /// What the provider's VMs prove about themselves; absent for a provider whose VMs
+    /// have no vTPM (their claims are never `EndorsementVerified`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation: Option<ProviderAttestation>,
+}
+
+/// The trust anchors of a provider's vTPMs.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderAttestation {
+    /// PEM `CERTIFICATE` blocks: the hypervisor EK CAs that issue the EK certificates of
+    /// this provider's VMs (several while a CA is rotated, or one per host).
+    #[schemars(length(max = MAX_TRUST_BUNDLE_LEN))]
+    pub ek_trust_bundle: String,
+}
+
+/// The four CRD manifests as YAML documents, keyed by file name
 /// (`<plural>.banlieue.io.yaml`), in a stable order.
 ///
 /// Errors: YAML serialization (not expected for these types).
 pub fn crd_manifests() -> Result<Vec<(String, String)>, serde_yaml::Error> {
     let crds = [
+        VirtualMachineProvider::crd(),
         VirtualMachinePool::crd(),
         VirtualMachine::crd(),
         VirtualMachineClaim::crd(),

@@ -33,6 +33,9 @@ pub enum Error {
     /// The leader-election task ended while the controllers still needed it.
     #[error("leader election stopped unexpectedly")]
     LeaseLost,
+    /// The simulated provider's EK CA or an EK certificate could not be made or read.
+    #[error("simulated EK certificate authority: {0}")]
+    Attestation(String),
     /// An object from the API server lacked a field the API always sets.
     #[error("{kind} object without metadata.{field}")]
     MissingField {

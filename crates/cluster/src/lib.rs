@@ -1,14 +1,17 @@
 //! banlieue's Kubernetes side (SPEC §6): the `banlieue.io/v1alpha1` custom resources, the
-//! claim and pool controllers, the simulated provider, and [`run_controllers`], which runs
+//! claim and pool controllers, the simulated provider (with its EK certificate authority),
+//! the EK certificate checks a broker relies on, and [`run_controllers`], which runs
 //! them under leader election.
 //!
 //! The rules the claim controller follows are pure functions in
 //! [`banlieue_domain::claim`]; this crate does the I/O around them.
 
+pub mod attestation;
 pub mod chart;
 pub mod claim;
 mod convert;
 pub mod crd;
+pub mod ek_authority;
 mod error;
 pub mod impersonation;
 pub mod member_index;

@@ -1,0 +1,318 @@
+//! What a broker checks before it trusts a sandbox's vTPM (claim design seed, section 6):
+//! that each EK certificate a bound member publishes chains to a CA of its provider's
+//! `spec.attestation.ekTrustBundle`.
+//!
+//! Certificates are read with `x509-parser` (fingerprint, issuer, identities) and their
+//! paths checked with `rustls-webpki` (RFC 5280 path building: signatures, validity at the
+//! given instant, CA basic constraints, and TCG's EK certificate extended key usage when
+//! the certificate lists any). The claim controller writes the verdict as the claim's
+//! [`ENDORSEMENT_VERIFIED_CONDITION`](crate::crd::ENDORSEMENT_VERIFIED_CONDITION); the
+//! console's claim page shows it per certificate.
+
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, TrustAnchor, UnixTime};
+use time::OffsetDateTime;
+use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
+
+/// DER value of TCG's `tcg-kp-EKCertificate` extended key usage, 2.23.133.8.1 (TCG EK
+/// Credential Profile, section 3.2.16).
+pub const TCG_KP_EK_CERTIFICATE: &[u8] = &[0x67, 0x81, 0x05, 0x08, 0x01];
+
+/// Claim condition reasons of `EndorsementVerified`.
+pub mod reason {
+    /// `True`: every EK certificate chains to the provider's trust bundle.
+    pub const CHAINS_TO_TRUST_BUNDLE: &str = "ChainsToTrustBundle";
+    /// The bound member publishes no EK certificate.
+    pub const NO_CERTIFICATE: &str = "NoEndorsementCertificate";
+    /// The member's `providerRef` names no `VirtualMachineProvider`.
+    pub const PROVIDER_NOT_FOUND: &str = "ProviderNotFound";
+    /// The provider has no (readable) `spec.attestation.ekTrustBundle`.
+    pub const NO_TRUST_BUNDLE: &str = "NoTrustBundle";
+    /// A certificate is unreadable or does not chain to the bundle.
+    pub const UNTRUSTED: &str = "UntrustedCertificate";
+}
+
+/// Why a certificate or bundle cannot be trusted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AttestationError {
+    /// Not one PEM `CERTIFICATE` block holding an X.509 certificate.
+    #[error("not a PEM X.509 certificate: {0}")]
+    Unreadable(String),
+    /// The trust bundle holds no usable CA certificate.
+    #[error("the trust bundle holds no CA certificate: {0}")]
+    NoTrustAnchor(String),
+    /// The certificate does not chain to any CA of the bundle (the path-validation error).
+    #[error("does not chain to the trust bundle: {0}")]
+    Untrusted(String),
+}
+
+/// One EK certificate as a person or broker reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndorsementCertificate {
+    der: CertificateDer<'static>,
+    /// SHA-256 of the DER certificate, upper-case hex in colon-separated pairs (as
+    /// `openssl x509 -fingerprint -sha256` prints it).
+    pub fingerprint_sha256: String,
+    /// The issuer's distinguished name (RFC 4514 form).
+    pub issuer: String,
+    /// The subject alternative names that are URIs: the VM's identity.
+    pub identities: Vec<String>,
+}
+
+impl EndorsementCertificate {
+    /// Reads one PEM `CERTIFICATE` block.
+    ///
+    /// Errors: [`AttestationError::Unreadable`].
+    pub fn from_pem(pem: &str) -> Result<Self, AttestationError> {
+        let der = CertificateDer::from_pem_slice(pem.as_bytes())
+            .map_err(|e| AttestationError::Unreadable(e.to_string()))?;
+        let (rest, parsed) = X509Certificate::from_der(&der)
+            .map_err(|e| AttestationError::Unreadable(e.to_string()))?;
+        if !rest.is_empty() {
+            return Err(AttestationError::Unreadable(
+                "bytes after the certificate".into(),
+            ));
+        }
+        let identities = parsed
+            .subject_alternative_name()
+            .ok()
+            .flatten()
+            .map(|san| {
+                san.value
+                    .general_names
+                    .iter()
+                    .filter_map(|name| match name {
+                        GeneralName::URI(uri) => Some((*uri).to_owned()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let issuer = parsed.issuer().to_string();
+        Ok(Self {
+            fingerprint_sha256: fingerprint(&der),
+            issuer,
+            identities,
+            der: der.into_owned(),
+        })
+    }
+}
+
+/// The CA certificates of a provider's `ekTrustBundle`, as trust anchors.
+#[derive(Debug)]
+pub struct TrustBundle {
+    anchors: Vec<TrustAnchor<'static>>,
+}
+
+impl TrustBundle {
+    /// Reads every PEM `CERTIFICATE` block of `pem` (other blocks are skipped).
+    ///
+    /// Errors: [`AttestationError::NoTrustAnchor`] when a block is malformed or none is a
+    /// certificate.
+    pub fn from_pem(pem: &str) -> Result<Self, AttestationError> {
+        let mut anchors = Vec::new();
+        for der in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+            let der = der.map_err(|e| AttestationError::NoTrustAnchor(e.to_string()))?;
+            let anchor = webpki::anchor_from_trusted_cert(&der)
+                .map_err(|e| AttestationError::NoTrustAnchor(format!("{e:?}")))?;
+            anchors.push(anchor.to_owned());
+        }
+        if anchors.is_empty() {
+            return Err(AttestationError::NoTrustAnchor(
+                "no PEM CERTIFICATE block".into(),
+            ));
+        }
+        Ok(Self { anchors })
+    }
+
+    /// Whether `certificate` chains to one of the anchors at `now`.
+    ///
+    /// Errors: [`AttestationError::Untrusted`] with webpki's reason (unknown issuer, bad
+    /// signature, expired, not yet valid, wrong extended key usage, …).
+    pub fn verify(
+        &self,
+        certificate: &EndorsementCertificate,
+        now: OffsetDateTime,
+    ) -> Result<(), AttestationError> {
+        let untrusted = |e: webpki::Error| AttestationError::Untrusted(format!("{e:?}"));
+        let end_entity = webpki::EndEntityCert::try_from(&certificate.der).map_err(untrusted)?;
+        let seconds = u64::try_from(now.unix_timestamp()).unwrap_or_default();
+        end_entity
+            .verify_for_usage(
+                webpki::ALL_VERIFICATION_ALGS,
+                &self.anchors,
+                &[],
+                UnixTime::since_unix_epoch(std::time::Duration::from_secs(seconds)),
+                webpki::KeyUsage::required_if_present(TCG_KP_EK_CERTIFICATE),
+                None,
+                None,
+            )
+            .map(drop)
+            .map_err(untrusted)
+    }
+}
+
+/// The verdict on a bound member's EK certificates: `(trusted, reason, message)` for the
+/// claim's `EndorsementVerified` condition. `bundle` is the provider's
+/// `spec.attestation.ekTrustBundle`, `None` when the provider has none; `provider` is its
+/// name, `provider_found` whether it exists.
+pub fn verdict(
+    certificates: &[String],
+    provider: &str,
+    provider_found: bool,
+    bundle: Option<&str>,
+    now: OffsetDateTime,
+) -> (bool, &'static str, String) {
+    if certificates.is_empty() {
+        return (
+            false,
+            reason::NO_CERTIFICATE,
+            "the VirtualMachine publishes no EK certificate".into(),
+        );
+    }
+    if !provider_found {
+        return (
+            false,
+            reason::PROVIDER_NOT_FOUND,
+            format!("VirtualMachineProvider {provider} does not exist"),
+        );
+    }
+    let bundle = match bundle.map(TrustBundle::from_pem) {
+        None => {
+            return (
+                false,
+                reason::NO_TRUST_BUNDLE,
+                format!("VirtualMachineProvider {provider} has no spec.attestation.ekTrustBundle"),
+            );
+        }
+        Some(Err(error)) => {
+            return (
+                false,
+                reason::NO_TRUST_BUNDLE,
+                format!("VirtualMachineProvider {provider}: {error}"),
+            );
+        }
+        Some(Ok(bundle)) => bundle,
+    };
+    let failure = |pem: &String| -> Option<String> {
+        let certificate = match EndorsementCertificate::from_pem(pem) {
+            Ok(certificate) => certificate,
+            Err(error) => return Some(error.to_string()),
+        };
+        let fingerprint = &certificate.fingerprint_sha256;
+        bundle
+            .verify(&certificate, now)
+            .err()
+            .map(|error| format!("SHA-256 {fingerprint} {error}"))
+    };
+    let failures: Vec<String> = certificates
+        .iter()
+        .enumerate()
+        .filter_map(|(n, pem)| failure(pem).map(|why| format!("EK certificate {}: {why}", n + 1)))
+        .collect();
+    if failures.is_empty() {
+        (
+            true,
+            reason::CHAINS_TO_TRUST_BUNDLE,
+            format!(
+                "{} EK certificate(s) chain to the ekTrustBundle of VirtualMachineProvider \
+                 {provider}",
+                certificates.len()
+            ),
+        )
+    } else {
+        (
+            false,
+            reason::UNTRUSTED,
+            format!(
+                "{} (VirtualMachineProvider {provider})",
+                failures.join("; ")
+            ),
+        )
+    }
+}
+
+/// SHA-256 of `der` as `AB:CD:…`.
+fn fingerprint(der: &[u8]) -> String {
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, der);
+    digest
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ek_authority::EkAuthority;
+
+    #[test]
+    fn the_verdict_names_what_is_missing_or_wrong() {
+        let now = OffsetDateTime::now_utc();
+        let ca = EkAuthority::generate(now).unwrap();
+        let other = EkAuthority::generate(now).unwrap();
+        let good = ca.issue("urn:vm", now).unwrap();
+        let forged = other.issue("urn:vm", now).unwrap();
+        let bundle = Some(ca.certificate_pem());
+        let case = |certs: &[String], found: bool, bundle: Option<&str>| {
+            let (trusted, reason, message) = verdict(certs, "sim", found, bundle, now);
+            (trusted, reason, message)
+        };
+        assert_eq!(case(&[], true, bundle).1, reason::NO_CERTIFICATE);
+        assert_eq!(
+            case(&[good.clone()], false, bundle).1,
+            reason::PROVIDER_NOT_FOUND
+        );
+        assert_eq!(case(&[good.clone()], true, None).1, reason::NO_TRUST_BUNDLE);
+        assert_eq!(
+            case(&[good.clone()], true, Some("junk")).1,
+            reason::NO_TRUST_BUNDLE
+        );
+        let (trusted, reason, message) = case(&[good.clone()], true, bundle);
+        assert!(trusted, "{message}");
+        assert_eq!(reason, reason::CHAINS_TO_TRUST_BUNDLE);
+        let (trusted, reason, message) = case(&[good.clone(), forged.clone()], true, bundle);
+        assert!(!trusted);
+        assert_eq!(reason, reason::UNTRUSTED);
+        let forged_fingerprint = EndorsementCertificate::from_pem(&forged)
+            .unwrap()
+            .fingerprint_sha256;
+        assert!(
+            message.starts_with("EK certificate 2: SHA-256 ")
+                && message.contains(&forged_fingerprint),
+            "{message}"
+        );
+        let (trusted, _, message) = case(&["not a certificate".into()], true, bundle);
+        assert!(
+            !trusted && message.contains("not a PEM X.509 certificate"),
+            "{message}"
+        );
+        // A bundle with a rotated-out CA beside the current one still verifies.
+        let both = format!("{}{}", other.certificate_pem(), ca.certificate_pem());
+        assert!(case(&[good], true, Some(&both)).0);
+    }
+
+    #[test]
+    fn the_fingerprint_is_sha256_of_the_der_in_colon_pairs() {
+        let now = OffsetDateTime::now_utc();
+        let pem = EkAuthority::generate(now)
+            .unwrap()
+            .issue("urn:vm", now)
+            .unwrap();
+        let certificate = EndorsementCertificate::from_pem(&pem).unwrap();
+        // RustCrypto's SHA-256, independent of the aws-lc-rs digest the code uses.
+        use sha2::Digest;
+        let expected = sha2::Sha256::digest(&certificate.der);
+        let hex: String = certificate.fingerprint_sha256.split(':').collect();
+        assert_eq!(certificate.fingerprint_sha256.len(), 32 * 3 - 1);
+        assert_eq!(
+            hex,
+            expected
+                .iter()
+                .map(|b| format!("{b:02X}"))
+                .collect::<String>()
+        );
+    }
+}
