@@ -14,7 +14,7 @@ use std::time::Duration;
 use banlieue_domain::claim::{
     ClaimPhase, ClaimSnapshot, ClaimStep, Member, ReleaseReason, WaitReason, next_step,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -22,11 +22,12 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
+use crate::attestation;
 use crate::convert::{self, from_time, parse_rfc3339, rfc3339, to_time};
 use crate::crd::{
-    BOUND_AT_ANNOTATION, CLAIM_FINALIZER, CLAIM_LABEL, SUBJECT_ID_ANNOTATION,
-    SUBJECT_ISSUER_ANNOTATION, VirtualMachine, VirtualMachineAddress, VirtualMachineClaim,
-    VirtualMachineClaimStatus, VirtualMachinePool,
+    BOUND_AT_ANNOTATION, CLAIM_FINALIZER, CLAIM_LABEL, ENDORSEMENT_VERIFIED_CONDITION,
+    SUBJECT_ID_ANNOTATION, SUBJECT_ISSUER_ANNOTATION, VirtualMachine, VirtualMachineAddress,
+    VirtualMachineClaim, VirtualMachineClaimStatus, VirtualMachinePool, VirtualMachineProvider,
 };
 use crate::error::{Error, is_status};
 use crate::member_index::MemberIndex;
@@ -51,6 +52,9 @@ pub struct ClaimContext {
     pub members: Store<VirtualMachine>,
     /// Cache of `VirtualMachinePool`s: the current image revision.
     pub pools: Store<VirtualMachinePool>,
+    /// Cache of `VirtualMachineProvider`s: the trust bundles a bound member's EK
+    /// certificates are checked against.
+    pub providers: Store<VirtualMachineProvider>,
     /// The members a bind may take, by pool, in pick order; fed by the member watch
     /// ([`MemberIndex`]).
     pub members_index: Arc<MemberIndex>,
@@ -208,6 +212,7 @@ pub async fn reconcile_claim(
         claims: &claims,
         claim: &claim,
         status: &status,
+        providers: &ctx.providers,
         metrics: &ctx.metrics,
     };
     match step {
@@ -229,11 +234,11 @@ pub async fn reconcile_claim(
         }
         ClaimStep::Hold { member } => {
             let vm = held_vm.as_ref().filter(|vm| vm.name_any() == member.name);
-            let addresses = vm.map(addresses_of).unwrap_or_default();
-            if status.addresses != addresses || status.phase.as_deref() != Some("Bound") {
-                writer
-                    .patch_status(json!({"phase": "Bound", "addresses": addresses}))
-                    .await?;
+            let mirror = writer.mirror(vm, now);
+            if status.phase.as_deref() != Some("Bound") || !mirror.matches(&status) {
+                let mut patch = mirror.to_json();
+                patch["phase"] = json!("Bound");
+                writer.patch_status(patch).await?;
             }
             Ok(hold_requeue(snapshot.expires_at, now))
         }
@@ -304,11 +309,35 @@ fn parse_phase(phase: Option<&str>) -> Option<ClaimPhase> {
     }
 }
 
-fn addresses_of(vm: &VirtualMachine) -> Vec<VirtualMachineAddress> {
-    vm.status
-        .as_ref()
-        .map(|s| s.addresses.clone())
-        .unwrap_or_default()
+/// What a Bound claim's status mirrors from its member: addresses, EK certificates, and
+/// the verdict on those certificates.
+#[derive(Debug, PartialEq)]
+struct Mirror {
+    addresses: Vec<VirtualMachineAddress>,
+    certificates: Vec<String>,
+    conditions: Vec<Condition>,
+}
+
+impl Mirror {
+    /// Whether `status` already shows this.
+    fn matches(&self, status: &VirtualMachineClaimStatus) -> bool {
+        status.addresses == self.addresses
+            && status.tpm_endorsement_certificates == self.certificates
+            && status.conditions == self.conditions
+    }
+
+    /// The status fields as a merge patch (empty lists written as `null`: removed).
+    fn to_json(&self) -> Value {
+        let list = |value: Value| match value {
+            Value::Array(items) if items.is_empty() => Value::Null,
+            value => value,
+        };
+        json!({
+            "addresses": list(json!(self.addresses)),
+            "tpmEndorsementCertificates": list(json!(self.certificates)),
+            "conditions": list(json!(self.conditions)),
+        })
+    }
 }
 
 fn hold_requeue(expires_at: Option<OffsetDateTime>, now: OffsetDateTime) -> Action {
@@ -356,10 +385,58 @@ struct Writer<'a> {
     claims: &'a Api<VirtualMachineClaim>,
     claim: &'a VirtualMachineClaim,
     status: &'a VirtualMachineClaimStatus,
+    providers: &'a Store<VirtualMachineProvider>,
     metrics: &'a Metrics,
 }
 
 impl Writer<'_> {
+    /// What the claim mirrors from `vm` (its bound member; `None`: nothing to mirror yet),
+    /// with the EK certificates checked against the trust bundle of `vm`'s provider at
+    /// `now`. The condition keeps its `lastTransitionTime` while its status holds.
+    fn mirror(&self, vm: Option<&VirtualMachine>, now: OffsetDateTime) -> Mirror {
+        let Some(vm) = vm else {
+            return Mirror {
+                addresses: Vec::new(),
+                certificates: Vec::new(),
+                conditions: Vec::new(),
+            };
+        };
+        let vm_status = vm.status.clone().unwrap_or_default();
+        let provider_name = &vm.spec.provider_ref;
+        let provider = self.providers.get(&ObjectRef::new(provider_name));
+        let bundle = provider
+            .as_ref()
+            .and_then(|p| p.spec.attestation.as_ref())
+            .map(|a| a.ek_trust_bundle.as_str());
+        let (trusted, reason, message) = attestation::verdict(
+            &vm_status.tpm_endorsement_certificates,
+            provider_name,
+            provider.is_some(),
+            bundle,
+            now,
+        );
+        let status = if trusted { "True" } else { "False" };
+        let since = self
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == ENDORSEMENT_VERIFIED_CONDITION && c.status == status)
+            .map(|c| c.last_transition_time.clone())
+            .unwrap_or_else(|| to_time(now));
+        Mirror {
+            addresses: vm_status.addresses,
+            certificates: vm_status.tpm_endorsement_certificates,
+            conditions: vec![Condition {
+                type_: ENDORSEMENT_VERIFIED_CONDITION.to_owned(),
+                status: status.to_owned(),
+                reason: reason.to_owned(),
+                message,
+                last_transition_time: since,
+                observed_generation: self.claim.metadata.generation,
+            }],
+        }
+    }
+
     /// Merge-patches the claim's status. Returns whether it was written (`false`: the claim
     /// is gone).
     async fn patch_status(&self, status: Value) -> Result<bool, Error> {
@@ -379,22 +456,28 @@ impl Writer<'_> {
         }
     }
 
-    /// Writes phase, reason and message unless they already hold these values.
+    /// Writes phase, reason and message of a claim that is not Bound, and removes what a
+    /// Bound claim mirrors (addresses, EK certificates, their condition), unless the status
+    /// already is so.
     async fn status(
         &self,
         phase: ClaimPhase,
         reason: Option<&str>,
         message: Option<&str>,
     ) -> Result<(), Error> {
+        let cleared = self.mirror(None, OffsetDateTime::UNIX_EPOCH);
         if self.status.phase.as_deref() == Some(phase.as_str())
             && self.status.reason.as_deref() == reason
             && self.status.message.as_deref() == message
+            && cleared.matches(self.status)
         {
             return Ok(());
         }
-        self.patch_status(json!({"phase": phase.as_str(), "reason": reason, "message": message}))
-            .await
-            .map(drop)
+        let mut patch = cleared.to_json();
+        patch["phase"] = json!(phase.as_str());
+        patch["reason"] = json!(reason);
+        patch["message"] = json!(message);
+        self.patch_status(patch).await.map(drop)
     }
 }
 
@@ -463,17 +546,18 @@ async fn bind(
         }
     };
     let expires_at = bound_at + time::Duration::seconds(i64::from(claim.spec.ttl_seconds));
-    let written = writer
-        .patch_status(json!({
-            "phase": "Bound",
-            "reason": null,
-            "message": null,
-            "virtualMachineRef": member_name,
-            "boundAt": to_time(bound_at),
-            "expiresAt": to_time(expires_at),
-            "addresses": addresses_of(&vm),
-        }))
-        .await?;
+    let mut patch = writer.mirror(Some(&vm), now).to_json();
+    for (field, value) in [
+        ("phase", json!("Bound")),
+        ("reason", Value::Null),
+        ("message", Value::Null),
+        ("virtualMachineRef", json!(member_name)),
+        ("boundAt", json!(to_time(bound_at))),
+        ("expiresAt", json!(to_time(expires_at))),
+    ] {
+        patch[field] = value;
+    }
+    let written = writer.patch_status(patch).await?;
     // The first `phase: Bound` of this claim (an interrupted bind whose status already
     // landed returned above): what the person waiting sees. The end is read to the
     // nanosecond; the start has whole seconds, so the span is long by less than a second.

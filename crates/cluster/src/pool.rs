@@ -10,7 +10,8 @@
 //! stale views cannot exceed `maxReplicas`: the second create of a name gets 409.
 //! Claimed members keep their `banlieue.io/pool` label and count against `maxReplicas`
 //! only; terminating ones count until they are gone. Members that never become Ready are
-//! not replaced (that would loop): the pool reports `Progressing=False` instead.
+//! not replaced (that would loop): the pool reports `Progressing=False` instead, as it does
+//! while its `providerRef` names no `VirtualMachineProvider`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
@@ -28,7 +29,7 @@ use banlieue_domain::claim::MemberPhase;
 use crate::convert::{self, from_time, member_phase, to_time};
 use crate::crd::{
     CLAIM_LABEL, POOL_LABEL, VirtualMachine, VirtualMachinePool, VirtualMachinePoolSpec,
-    VirtualMachinePoolStatus, VirtualMachineSpec,
+    VirtualMachinePoolStatus, VirtualMachineProvider, VirtualMachineSpec,
 };
 use crate::error::{Error, is_status};
 use crate::metrics::Metrics;
@@ -48,6 +49,8 @@ pub struct PoolContext {
     pub resync: Duration,
     /// The member cache, for passes with nothing to change; `None`: every pass lists.
     pub members: Option<Store<VirtualMachine>>,
+    /// Cache of `VirtualMachineProvider`s: a pool naming none that exists says so.
+    pub providers: Store<VirtualMachineProvider>,
     /// Counters.
     pub metrics: Arc<Metrics>,
 }
@@ -174,7 +177,21 @@ pub async fn reconcile_pool(
         }
     }
 
-    let (progressing, reason, message) = if stuck > 0 || failed > 0 {
+    let provider_found = ctx
+        .providers
+        .get(&ObjectRef::new(&spec.provider_ref))
+        .is_some();
+    let (progressing, reason, message) = if !provider_found {
+        (
+            "False",
+            "ProviderNotFound",
+            format!(
+                "VirtualMachineProvider {} does not exist: members stay Provisioning until it \
+                 does",
+                spec.provider_ref
+            ),
+        )
+    } else if stuck > 0 || failed > 0 {
         (
             "False",
             if failed > 0 {

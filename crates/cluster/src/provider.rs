@@ -1,19 +1,26 @@
 //! The `simulated` provider (SPEC §6): stands in for a hypervisor during development and
 //! tests. It takes `VirtualMachine`s whose `spec.providerRef` is `simulated`, holds its own
 //! finalizer on them, moves them Provisioning → Ready after a configurable delay with fake
-//! addresses, and on deletion removes its finalizer after another configurable delay (the
-//! "VM destroyed" moment).
+//! addresses and an EK certificate of its simulated hypervisor CA ([`EkAuthority`]), and
+//! on deletion removes its finalizer after another configurable delay (the "VM destroyed"
+//! moment). Like a real provider it publishes itself as the `VirtualMachineProvider`
+//! [`SIMULATED_PROVIDER`], whose `ekTrustBundle` holds its CA ([`publish_provider`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{Patch, PatchParams};
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Api, Client, ResourceExt};
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
 use serde_json::json;
 
 use crate::convert::{self, from_time, to_time};
-use crate::crd::VirtualMachine;
+use crate::crd::{
+    ProviderAttestation, VirtualMachine, VirtualMachineProvider, VirtualMachineProviderSpec,
+};
+use crate::ek_authority::EkAuthority;
 use crate::error::{Error, is_status};
 use crate::metrics::Metrics;
 
@@ -48,8 +55,92 @@ pub struct ProviderContext {
     pub client: Client,
     /// Timings.
     pub config: SimulatedProviderConfig,
+    /// The simulated hypervisor's EK CA: signs each VM's EK certificate.
+    pub authority: Arc<EkAuthority>,
     /// Counters.
     pub metrics: Arc<Metrics>,
+}
+
+/// The URI a VM's EK certificate names it by (subject alternative name):
+/// `urn:banlieue:vm:<namespace>:<name>:<uid>`.
+pub fn vm_identity(namespace: &str, name: &str, uid: &str) -> String {
+    format!("urn:banlieue:vm:{namespace}:{name}:{uid}")
+}
+
+/// Makes sure the `VirtualMachineProvider` [`SIMULATED_PROVIDER`] exists and its
+/// `spec.attestation.ekTrustBundle` holds `authority`'s CA certificate, keeping any other
+/// CA already there (another replica's or test's CA, or one being rotated out).
+/// Optimistic concurrency: an update carries the read `resourceVersion`; a conflict reads
+/// again.
+///
+/// Errors: API failures; [`Error::Attestation`] when five attempts in a row conflicted.
+pub async fn publish_provider(client: &Client, authority: &EkAuthority) -> Result<(), Error> {
+    let providers: Api<VirtualMachineProvider> = Api::all(client.clone());
+    let ca = authority.certificate_pem().trim();
+    for _ in 0..5 {
+        let Some(provider) = providers.get_opt(SIMULATED_PROVIDER).await? else {
+            let provider = VirtualMachineProvider {
+                metadata: ObjectMeta {
+                    name: Some(SIMULATED_PROVIDER.to_owned()),
+                    ..ObjectMeta::default()
+                },
+                spec: VirtualMachineProviderSpec {
+                    attestation: Some(ProviderAttestation {
+                        ek_trust_bundle: format!("{ca}\n"),
+                    }),
+                },
+            };
+            match providers.create(&PostParams::default(), &provider).await {
+                Ok(_) => return Ok(()),
+                Err(e) if is_status(&e, 409) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let bundle = provider
+            .spec
+            .attestation
+            .as_ref()
+            .map(|a| a.ek_trust_bundle.trim())
+            .unwrap_or_default();
+        if holds_certificate(bundle, ca) {
+            return Ok(());
+        }
+        let bundle = if bundle.is_empty() {
+            format!("{ca}\n")
+        } else {
+            format!("{bundle}\n{ca}\n")
+        };
+        let patch = json!({
+            "metadata": {"resourceVersion": provider.resource_version()},
+            "spec": {"attestation": {"ekTrustBundle": bundle}},
+        });
+        match providers
+            .patch(
+                SIMULATED_PROVIDER,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if is_status(&e, 409) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(Error::Attestation(format!(
+        "VirtualMachineProvider {SIMULATED_PROVIDER} kept changing while its trust bundle was \
+         updated"
+    )))
+}
+
+/// Whether the PEM `bundle` holds the certificate `certificate` (compared as DER).
+fn holds_certificate(bundle: &str, certificate: &str) -> bool {
+    let Ok(wanted) = CertificateDer::from_pem_slice(certificate.as_bytes()) else {
+        return false;
+    };
+    CertificateDer::pem_slice_iter(bundle.as_bytes())
+        .filter_map(Result::ok)
+        .any(|held| held == wanted)
 }
 
 /// One reconcile pass of the simulated provider for one VM.
@@ -121,11 +212,25 @@ pub async fn reconcile_vm(
         }
     }
     let phase = vm.status.as_ref().and_then(|s| s.phase.as_deref());
+    let published = vm
+        .status
+        .as_ref()
+        .is_some_and(|s| !s.tpm_endorsement_certificates.is_empty());
     match phase {
         None => {
             write(json!({"status": {"phase": "Provisioning"}}), true).await?;
         }
         Some("Provisioning") => {}
+        // A VM made Ready before this provider issued EK certificates gets one now.
+        Some("Ready") if !published => {
+            let certificate = ctx.authority.issue(&identity(&vm, &namespace), now)?;
+            write(
+                json!({"status": {"tpmEndorsementCertificates": [certificate]}}),
+                true,
+            )
+            .await?;
+            return Ok(Action::await_change());
+        }
         Some(_) => return Ok(Action::await_change()),
     }
     let Some(ready_after) = ctx.config.ready_after else {
@@ -140,11 +245,13 @@ pub async fn reconcile_vm(
     if age < ready_after {
         return Ok(Action::requeue(ready_after - age));
     }
+    let certificate = ctx.authority.issue(&identity(&vm, &namespace), now)?;
     let patch = json!({"status": {
         "phase": "Ready",
         "readySince": to_time(now),
         "imageRevision": vm.spec.image_revision,
         "addresses": [{"type": "InternalIP", "address": fake_address(&vm)}],
+        "tpmEndorsementCertificates": [certificate],
         "message": "simulated VM",
     }});
     write(patch, true).await?;
@@ -160,6 +267,14 @@ pub(crate) fn provider_error_policy(
     ctx.metrics.reconcile_errors.provider.inc();
     tracing::warn!(%error, "simulated provider reconcile failed");
     Action::requeue(Duration::from_secs(2))
+}
+
+fn identity(vm: &VirtualMachine, namespace: &str) -> String {
+    vm_identity(
+        namespace,
+        &vm.name_any(),
+        vm.uid().as_deref().unwrap_or_default(),
+    )
 }
 
 /// A stable fake address in 10.0.0.0/8 derived from the VM's uid (FNV-1a).

@@ -16,12 +16,16 @@ use kube_lease_manager::LeaseManagerBuilder;
 use tokio::sync::watch;
 
 use crate::claim::{ClaimContext, claim_error_policy, reconcile_claim};
-use crate::crd::{POOL_LABEL, VirtualMachine, VirtualMachineClaim, VirtualMachinePool};
+use crate::crd::{
+    POOL_LABEL, VirtualMachine, VirtualMachineClaim, VirtualMachinePool, VirtualMachineProvider,
+};
+use crate::ek_authority::EkAuthority;
 use crate::error::{Error, is_status};
 use crate::metrics::Metrics;
 use crate::pool::{PoolContext, pool_error_policy, reconcile_pool};
 use crate::provider::{
-    ProviderContext, SimulatedProviderConfig, provider_error_policy, reconcile_vm,
+    ProviderContext, SimulatedProviderConfig, provider_error_policy, publish_provider,
+    reconcile_vm,
 };
 
 /// How to run the controllers.
@@ -29,7 +33,8 @@ use crate::provider::{
 pub struct ControllerConfig {
     /// Namespace to watch; `None` watches all namespaces.
     pub namespace: Option<String>,
-    /// Namespace of the leader-election Lease (the console's own namespace).
+    /// The console's own namespace: where the leader-election Lease and the simulated
+    /// provider's EK CA Secret live.
     pub lease_namespace: String,
     /// Name of the Lease. Default `banlieue-console-controllers`.
     pub lease_name: String,
@@ -98,6 +103,13 @@ pub async fn check_crds(client: &Client, namespace: Option<&str>) -> Result<(), 
                 .await
                 .err(),
             VirtualMachineClaim::crd_name(),
+        ),
+        (
+            Api::<VirtualMachineProvider>::all(client.clone())
+                .list_metadata(&ListParams::default().limit(1))
+                .await
+                .err(),
+            VirtualMachineProvider::crd_name(),
         ),
     ];
     for (error, crd) in probes {
@@ -235,14 +247,29 @@ async fn run_leading(
     .applied_objects()
     .take_until(stop_signal())
     .for_each(|_| futures::future::ready(()));
+    // Providers are cluster-scoped: their trust bundles serve every namespace.
+    let (providers, providers_writer) = reflector::store();
+    let providers_stream = reflector::reflector(
+        providers_writer,
+        watcher(
+            Api::<VirtualMachineProvider>::all(client.clone()),
+            watch_config.clone(),
+        ),
+    )
+    .default_backoff()
+    .applied_objects()
+    .take_until(stop_signal())
+    .for_each(|_| futures::future::ready(()));
 
     let claim_ctx = Arc::new(ClaimContext {
         client: client.clone(),
         members: members.clone(),
         pools: pools.clone(),
+        providers: providers.clone(),
         members_index: members_index.clone(),
         metrics: metrics.clone(),
     });
+    let claim_providers = providers.clone();
     let pool_members = members.clone();
     let claims_client = client.clone();
     let claims_stop = stop_signal();
@@ -250,7 +277,11 @@ async fn run_leading(
     let claims = async move {
         let client = claims_client;
         // Do not decide from empty caches.
-        let _ = tokio::join!(members.wait_until_ready(), pools.wait_until_ready());
+        let _ = tokio::join!(
+            members.wait_until_ready(),
+            pools.wait_until_ready(),
+            claim_providers.wait_until_ready()
+        );
         let controller = Controller::new(
             api::<VirtualMachineClaim>(&client, namespace),
             watch_config.clone(),
@@ -286,11 +317,27 @@ async fn run_leading(
         client: client.clone(),
         resync: config.pool_resync,
         members: Some(pool_members.clone()),
+        providers: providers.clone(),
         metrics: metrics.clone(),
     });
     let pools_controller = Controller::new(
         api::<VirtualMachinePool>(&client, namespace),
         watcher::Config::default(),
+    );
+    let pools_naming = pools_controller.store();
+    let pools_controller = pools_controller
+    .watches(
+        Api::<VirtualMachineProvider>::all(client.clone()),
+        watcher::Config::default(),
+        move |provider: VirtualMachineProvider| {
+            let name = provider.name_any();
+            pools_naming
+                .state()
+                .into_iter()
+                .filter(|pool| pool.spec.provider_ref == name)
+                .map(|pool| ObjectRef::from_obj(pool.as_ref()))
+                .collect::<Vec<_>>()
+        },
     )
     .watches(
         api::<VirtualMachine>(&client, namespace),
@@ -304,17 +351,30 @@ async fn run_leading(
     .graceful_shutdown_on(stop_signal())
     .run(reconcile_pool, pool_error_policy, pool_ctx)
     .for_each(|_| futures::future::ready(()));
-    // Passes decide from the member cache: not before it has listed every member.
+    // Passes decide from the member and provider caches: not before they have listed
+    // everything.
+    let pool_providers = providers.clone();
     let pools_controller = async move {
-        let _ = pool_members.wait_until_ready().await;
+        let _ = tokio::join!(
+            pool_members.wait_until_ready(),
+            pool_providers.wait_until_ready()
+        );
         pools_controller.await;
     };
 
     let provider = async {
         if let Some(provider_config) = config.simulated_provider.clone() {
+            let prepared = tokio::select! {
+                authority = prepare_simulated_provider(&client, &config.lease_namespace) => Some(authority),
+                () = stop_signal() => None,
+            };
+            let Some(authority) = prepared else {
+                return;
+            };
             let ctx = Arc::new(ProviderContext {
                 client: client.clone(),
                 config: provider_config,
+                authority,
                 metrics: metrics.clone(),
             });
             Controller::new(
@@ -330,10 +390,34 @@ async fn run_leading(
     tokio::join!(
         members_stream,
         pools_stream,
+        providers_stream,
         claims,
         pools_controller,
         provider
     );
+}
+
+/// How long the simulated provider waits before trying its EK CA and provider object again.
+const PREPARE_RETRY: Duration = Duration::from_secs(5);
+
+/// The simulated provider's EK CA (from, or made into, its Secret in `namespace`), once it
+/// is published in the `VirtualMachineProvider`; retried until both succeed, since no VM
+/// may become Ready without an EK certificate a broker can check.
+async fn prepare_simulated_provider(client: &Client, namespace: &str) -> Arc<EkAuthority> {
+    loop {
+        let prepared = async {
+            let authority = EkAuthority::load_or_create(client, namespace).await?;
+            publish_provider(client, &authority).await?;
+            Ok::<_, Error>(authority)
+        };
+        match prepared.await {
+            Ok(authority) => return Arc::new(authority),
+            Err(error) => {
+                tracing::warn!(%error, "the simulated provider cannot publish its EK CA yet; retrying");
+                tokio::time::sleep(PREPARE_RETRY).await;
+            }
+        }
+    }
 }
 
 /// The claims a change of `vm` concerns: the claim that owns it (a vanished or terminating

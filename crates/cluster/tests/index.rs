@@ -171,6 +171,7 @@ async fn a_removed_finalizer_after_an_interrupted_bind_binds_no_second_member() 
         members_index: Arc::new(MemberIndex::of(&members)),
         members,
         pools: frozen_cache(&pools(&client)).await,
+        providers: frozen_cache(&providers(&client)).await,
         metrics: Arc::new(Metrics::default()),
     });
     reconcile_claim(Arc::new(live), ctx)

@@ -29,6 +29,7 @@ async fn frozen_context(client: &Client) -> Arc<ClaimContext> {
         members_index: Arc::new(MemberIndex::of(&members)),
         members,
         pools: frozen_cache(&pools(client)).await,
+        providers: frozen_cache(&providers(client)).await,
         metrics: Arc::new(Metrics::default()),
     })
 }
@@ -118,6 +119,7 @@ async fn never_ready_pool_stays_within_max_and_reports_no_progress() {
         client: client.clone(),
         resync: Duration::from_millis(100),
         members: None,
+        providers: frozen_cache(&providers(&client)).await,
         metrics: Arc::new(Metrics::default()),
     });
     let (stop_lag, mut lag_stopped) = tokio::sync::oneshot::channel::<()>();

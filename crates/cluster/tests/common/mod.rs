@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use banlieue_testbed::{TestNamespace, Testbed};
 use cluster::crd::{
     ClaimSubject, POOL_LABEL, VirtualMachine, VirtualMachineClaim, VirtualMachineClaimSpec,
-    VirtualMachinePool, VirtualMachinePoolSpec, VirtualMachineSpec, VirtualMachineTemplate,
+    VirtualMachinePool, VirtualMachinePoolSpec, VirtualMachineProvider, VirtualMachineSpec,
+    VirtualMachineTemplate,
 };
 use cluster::{ControllerConfig, Metrics, SimulatedProviderConfig};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -191,6 +192,9 @@ pub fn vms(client: &Client) -> Api<VirtualMachine> {
 }
 pub fn claims(client: &Client) -> Api<VirtualMachineClaim> {
     Api::default_namespaced(client.clone())
+}
+pub fn providers(client: &Client) -> Api<VirtualMachineProvider> {
+    Api::all(client.clone())
 }
 
 pub async fn create_pool(client: &Client, pool: &VirtualMachinePool) -> VirtualMachinePool {
