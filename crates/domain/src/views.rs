@@ -95,8 +95,50 @@ pub struct ClaimView {
     pub bound_at: Option<String>,
     /// `status.virtualMachineRef`: the member VM bound to the claim.
     pub virtual_machine: Option<String>,
+    /// The bound VM's EK certificates (`status.tpmEndorsementCertificates`), each checked
+    /// against its provider's trust bundle as the person can read it.
+    pub endorsement_certificates: Vec<EndorsementCertificateView>,
+    /// The claim controller's verdict (condition `EndorsementVerified`), what a broker
+    /// reads; `None` until the claim is Bound.
+    pub endorsement_verified: Option<EndorsementVerdict>,
     /// The claim no longer exists: released or expired while the page was open.
     pub gone: bool,
+}
+
+/// One EK certificate of a claim's VM, as the claim page shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndorsementCertificateView {
+    /// SHA-256 of the DER certificate, `AB:CD:…`; empty when the PEM is unreadable.
+    pub fingerprint_sha256: String,
+    /// The issuer's distinguished name (RFC 4514).
+    pub issuer: String,
+    /// URI subject alternative names: the VM's identity.
+    pub identities: Vec<String>,
+    /// Whether it chains to the provider's `ekTrustBundle`.
+    pub trust: EndorsementTrust,
+}
+
+/// What the console found checking one EK certificate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EndorsementTrust {
+    /// Chains to a CA of the provider's trust bundle.
+    Trusted,
+    /// Unreadable, or does not chain; `detail` is the X.509 reason (English).
+    Untrusted { detail: String },
+    /// Not checked: the provider or its bundle is missing or not readable with the
+    /// person's roles; `detail` says which (English).
+    Unchecked { detail: String },
+}
+
+/// A claim's `EndorsementVerified` condition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndorsementVerdict {
+    /// `status: True`.
+    pub verified: bool,
+    /// The condition's reason (`ChainsToTrustBundle`, `UntrustedCertificate`, …).
+    pub reason: String,
+    /// The controller's explanation (English).
+    pub message: String,
 }
 
 impl ClaimView {

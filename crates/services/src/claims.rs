@@ -7,8 +7,15 @@ use std::collections::HashMap;
 use banlieue_domain::BuiltinRole;
 use banlieue_domain::claim::{ClaimPhase, ClaimReason};
 use banlieue_domain::object_names::{is_dns_label, is_dns_subdomain};
-use banlieue_domain::views::{ClaimRow, ClaimView, DashboardView, PoolRow, format_instant};
-use cluster::crd::{VirtualMachineClaim, VirtualMachineClaimSpec, VirtualMachinePool};
+use banlieue_domain::views::{
+    ClaimRow, ClaimView, DashboardView, EndorsementCertificateView, EndorsementTrust,
+    EndorsementVerdict, PoolRow, format_instant,
+};
+use cluster::attestation::{EndorsementCertificate, TrustBundle};
+use cluster::crd::{
+    ENDORSEMENT_VERIFIED_CONDITION, VirtualMachine, VirtualMachineClaim, VirtualMachineClaimSpec,
+    VirtualMachinePool, VirtualMachineProvider,
+};
 use cluster::impersonation::may;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
@@ -120,6 +127,17 @@ impl Console {
             && may(&client, CLAIMS, "delete", Some(namespace)).await?;
         let status = claim.status.clone().unwrap_or_default();
         let when = |at: Option<&Time>| at.and_then(instant).map(format_instant);
+        let endorsement_certificates =
+            endorsement_certificates(&client, namespace, &status).await?;
+        let endorsement_verified = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == ENDORSEMENT_VERIFIED_CONDITION)
+            .map(|c| EndorsementVerdict {
+                verified: c.status == "True",
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+            });
         Ok(Some(ClaimView {
             claim: claim_row(&claim, OffsetDateTime::now_utc(), may_delete),
             issuer: claim.spec.subject.issuer.clone(),
@@ -127,6 +145,8 @@ impl Console {
             created_at: when(claim.metadata.creation_timestamp.as_ref()),
             bound_at: when(status.bound_at.as_ref()),
             virtual_machine: status.virtual_machine_ref,
+            endorsement_certificates,
+            endorsement_verified,
             gone: false,
         }))
     }
@@ -266,6 +286,85 @@ impl<'a> Rights<'a> {
     }
 }
 
+/// The EK certificates a claim mirrors, each checked against the trust bundle of its VM's
+/// provider, both read as the principal (a VM or provider they may not read, or that is
+/// gone, leaves the certificates unchecked, saying why).
+///
+/// Errors: Kubernetes failures other than 403 and 404.
+async fn endorsement_certificates(
+    client: &kube::Client,
+    namespace: &str,
+    status: &cluster::crd::VirtualMachineClaimStatus,
+) -> Result<Vec<EndorsementCertificateView>> {
+    if status.tpm_endorsement_certificates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let vm = match &status.virtual_machine_ref {
+        Some(name) => readable(
+            Api::<VirtualMachine>::namespaced(client.clone(), namespace)
+                .get_opt(name)
+                .await,
+        )?,
+        None => None,
+    };
+    let bundle = match &vm {
+        None => Err("its VirtualMachine cannot be read".to_owned()),
+        Some(vm) => {
+            let provider = &vm.spec.provider_ref;
+            match readable(
+                Api::<VirtualMachineProvider>::all(client.clone())
+                    .get_opt(provider)
+                    .await,
+            )? {
+                None => Err(format!(
+                    "VirtualMachineProvider {provider} does not exist or cannot be read"
+                )),
+                Some(found) => match found.spec.attestation {
+                    None => Err(format!(
+                        "VirtualMachineProvider {provider} has no ekTrustBundle"
+                    )),
+                    Some(attestation) => TrustBundle::from_pem(&attestation.ek_trust_bundle)
+                        .map_err(|e| format!("VirtualMachineProvider {provider}: {e}")),
+                },
+            }
+        }
+    };
+    let now = OffsetDateTime::now_utc();
+    Ok(status
+        .tpm_endorsement_certificates
+        .iter()
+        .map(|pem| match EndorsementCertificate::from_pem(pem) {
+            Err(error) => EndorsementCertificateView {
+                fingerprint_sha256: String::new(),
+                issuer: String::new(),
+                identities: Vec::new(),
+                trust: EndorsementTrust::Untrusted {
+                    detail: error.to_string(),
+                },
+            },
+            Ok(certificate) => {
+                let trust = match &bundle {
+                    Err(why) => EndorsementTrust::Unchecked {
+                        detail: why.clone(),
+                    },
+                    Ok(bundle) => match bundle.verify(&certificate, now) {
+                        Ok(()) => EndorsementTrust::Trusted,
+                        Err(error) => EndorsementTrust::Untrusted {
+                            detail: error.to_string(),
+                        },
+                    },
+                };
+                EndorsementCertificateView {
+                    fingerprint_sha256: certificate.fingerprint_sha256,
+                    issuer: certificate.issuer,
+                    identities: certificate.identities,
+                    trust,
+                }
+            }
+        })
+        .collect())
+}
+
 /// `claim` as a row; `may_delete` is the principal's RBAC answer for deleting claims in
 /// its namespace.
 fn claim_row(claim: &VirtualMachineClaim, now: OffsetDateTime, may_delete: bool) -> ClaimRow {
@@ -283,6 +382,14 @@ fn claim_row(claim: &VirtualMachineClaim, now: OffsetDateTime, may_delete: bool)
         remaining_secs: expires.map(|at| (at - now).whole_seconds().max(0)),
         addresses: status.addresses.iter().map(|a| a.address.clone()).collect(),
         can_release: may_delete && claim.metadata.deletion_timestamp.is_none(),
+    }
+}
+
+/// An object the principal may not read is one they cannot see.
+fn readable<K>(read: kube::Result<Option<K>>) -> kube::Result<Option<K>> {
+    match read {
+        Err(kube::Error::Api(status)) if status.code == 403 => Ok(None),
+        other => other,
     }
 }
 
