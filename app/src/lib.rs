@@ -13,7 +13,8 @@ use leptos::prelude::*;
 use leptos_meta::{MetaTags, Title, provide_meta_context};
 
 pub use banlieue_domain::views::{
-    AccessRow, ClaimRow, ClaimView, DashboardView, PoolForm, PoolRow, PoolsView, RoleRow, RolesView,
+    AccessRow, ClaimRow, ClaimView, DashboardView, EndorsementCertificateView, EndorsementTrust,
+    EndorsementVerdict, PoolForm, PoolRow, PoolsView, RoleRow, RolesView,
 };
 pub use error::{AppError, AuthorizationProblem};
 pub use i18n::Locale;

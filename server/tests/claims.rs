@@ -6,7 +6,12 @@ mod support;
 
 use axum::body::Body;
 use axum::http::StatusCode;
+use cluster::attestation::EndorsementCertificate;
+use cluster::crd::VirtualMachine;
+use cluster::ek_authority::EkAuthority;
 use http_body_util::BodyExt;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
 use support::{TestApp, form, get, post_form};
 use tower::ServiceExt;
 
@@ -216,6 +221,22 @@ async fn a_claims_page_shows_the_sandbox_follows_it_live_and_says_when_it_is_gon
     }
     assert!(testid_text(&page.body, "countdown").contains("minutes"));
     assert!(testid_text(&page.body, "connect").starts_with("ssh sandbox@"));
+    // Attestation: the member's EK certificate, its fingerprint and issuer, verified.
+    let member = vm_of(&dev, &vm).await;
+    let published = &member.status.unwrap().tpm_endorsement_certificates;
+    assert_eq!(published.len(), 1);
+    let certificate = EndorsementCertificate::from_pem(&published[0]).unwrap();
+    assert_eq!(
+        testid_text(&page.body, "ek-fingerprint"),
+        certificate.fingerprint_sha256
+    );
+    assert_eq!(testid_text(&page.body, "ek-issuer"), certificate.issuer);
+    assert!(
+        page.body.contains(r#"data-trust="claim-ek-trusted""#)
+            && page.body.contains(r#"data-verified="true""#),
+        "{}",
+        page.body
+    );
     assert!(
         page.body
             .contains(&format!("action=\"{page_path}/release\"")),
@@ -245,6 +266,71 @@ async fn a_claims_page_shows_the_sandbox_follows_it_live_and_says_when_it_is_gon
         assert_eq!(gone.status, StatusCode::NOT_FOUND);
         assert!(testid_text(&gone.body, "claim-gone").contains("does not exist"));
     }
+    dev.shutdown().await;
+}
+
+/// The VM `name` in `demo`, read as the console.
+async fn vm_of(dev: &server::dev_cluster::DevCluster, name: &str) -> VirtualMachine {
+    Api::<VirtualMachine>::namespaced(dev.access.console_client().unwrap(), "demo")
+        .get(name)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_whose_ek_certificate_does_not_chain_is_shown_untrusted() {
+    let (app, dev) = TestApp::with_dev_cluster().await;
+    app.create_user("alice", PASSWORD, &["developer"], false)
+        .await;
+    let alice = app.sign_in("alice", PASSWORD).await;
+    dashboard_until(&app, &alice, |b| b.contains("3 ready")).await;
+    let name = claim(&app, &alice, "sandbox").await;
+    let page_path = format!("/claims/demo/{name}");
+    let vm = loop {
+        let page = app.send(get(&page_path, Some(&alice))).await;
+        if page.body.contains(r#"data-verified="true""#) {
+            break testid_text(&page.body, "claim-vm").to_owned();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    // Someone with write access to the VM's status publishes an EK of their own CA.
+    let now = time::OffsetDateTime::now_utc();
+    let forged = EkAuthority::generate(now)
+        .unwrap()
+        .issue("urn:banlieue:vm:demo:forged", now)
+        .unwrap();
+    let fingerprint = EndorsementCertificate::from_pem(&forged)
+        .unwrap()
+        .fingerprint_sha256;
+    Api::<VirtualMachine>::namespaced(dev.access.console_client().unwrap(), "demo")
+        .patch_status(
+            &vm,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"tpmEndorsementCertificates": [forged]}})),
+        )
+        .await
+        .unwrap();
+    let mut page = app.send(get(&page_path, Some(&alice))).await;
+    for _ in 0..300 {
+        if page.body.contains(r#"data-verified="false""#) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        page = app.send(get(&page_path, Some(&alice))).await;
+    }
+    assert_eq!(testid_text(&page.body, "ek-fingerprint"), fingerprint);
+    assert!(
+        page.body.contains(r#"data-trust="claim-ek-untrusted""#),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains("Not verified: do not trust this sandbox")
+            && page.body.contains("UntrustedCertificate"),
+        "{}",
+        page.body
+    );
     dev.shutdown().await;
 }
 

@@ -3,10 +3,14 @@ use leptos::prelude::*;
 use super::dashboard::{Connect, Countdown, PhaseBadge, ReleaseForm, claim_detail_text, ttl_label};
 use crate::components::{AppHeader, Messages, follow_events};
 use crate::i18n::Locale;
-use crate::{ClaimView, PageData, page_state, paths};
+use crate::{
+    ClaimView, EndorsementCertificateView, EndorsementTrust, EndorsementVerdict, PageData,
+    page_state, paths,
+};
 
 /// One sandbox (SPEC §8 claim detail): phase and why, pool, whom it is for, when it was
-/// requested and bound, the countdown, the VM, how to connect, and Release. Complete
+/// requested and bound, the countdown, the VM, how to connect, its attestation (the EK
+/// certificates with their fingerprints and whether they chain), and Release. Complete
 /// without JavaScript; once hydrated it follows the claim live and says when it is gone.
 #[component]
 pub fn ClaimDetail() -> impl IntoView {
@@ -97,9 +101,100 @@ fn ClaimBody(view: ClaimView, locale: Locale) -> impl IntoView {
                 view! { <Connect addresses=claim.addresses.clone() locale /> }.into_any()
             }}
         </section>
+        <Attestation
+            verdict=view.endorsement_verified.clone()
+            certificates=view.endorsement_certificates.clone()
+            locale
+        />
         {claim.can_release.then(|| view! {
             <ReleaseForm namespace=claim.namespace.clone() name=claim.name.clone() locale />
         })}
     }
     .into_any()
+}
+
+/// What a broker checks before trusting the sandbox's vTPM: the claim controller's verdict
+/// and each EK certificate's SHA-256 fingerprint, issuer, identity and chain check.
+#[component]
+fn Attestation(
+    verdict: Option<EndorsementVerdict>,
+    certificates: Vec<EndorsementCertificateView>,
+    locale: Locale,
+) -> impl IntoView {
+    let card = "rounded-2xl border border-slate-200 bg-white p-6 shadow-sm dark:border-slate-800 dark:bg-slate-900";
+    let banner = verdict.map(|verdict| {
+        let (key, color) = if verdict.verified {
+            (
+                "claim-attestation-verified",
+                "bg-emerald-50 text-emerald-900 dark:bg-emerald-950 dark:text-emerald-100",
+            )
+        } else {
+            (
+                "claim-attestation-unverified",
+                "bg-red-50 text-red-900 dark:bg-red-950 dark:text-red-100",
+            )
+        };
+        view! {
+            <div class=format!("rounded-lg p-3 text-sm {color}") data-testid="attestation-verdict" data-verified=verdict.verified.to_string()>
+                <p class="font-medium">{locale.t(key)}</p>
+                <p class="mt-1 break-words font-mono text-xs">{format!("{}: {}", verdict.reason, verdict.message)}</p>
+            </div>
+        }
+    });
+    let none = (certificates.is_empty()).then(|| {
+        view! { <p class="text-sm text-slate-500" data-testid="attestation-none">{locale.t("claim-attestation-none")}</p> }
+    });
+    let label = "text-xs font-medium uppercase tracking-wide text-slate-500";
+    let items = certificates
+        .into_iter()
+        .map(|certificate| {
+            let (key, color, detail) = match certificate.trust {
+                EndorsementTrust::Trusted => (
+                    "claim-ek-trusted",
+                    "text-emerald-700 dark:text-emerald-300",
+                    None,
+                ),
+                EndorsementTrust::Untrusted { detail } => (
+                    "claim-ek-untrusted",
+                    "text-red-700 dark:text-red-300",
+                    Some(detail),
+                ),
+                EndorsementTrust::Unchecked { detail } => (
+                    "claim-ek-unchecked",
+                    "text-amber-700 dark:text-amber-300",
+                    Some(detail),
+                ),
+            };
+            view! {
+                <li class="space-y-2 rounded-lg border border-slate-200 p-3 dark:border-slate-700" data-testid="ek-certificate">
+                    <dl class="grid gap-2">
+                        <div>
+                            <dt class=label>{locale.t("claim-ek-fingerprint")}</dt>
+                            <dd class="mt-1 break-all font-mono text-xs" data-testid="ek-fingerprint">{certificate.fingerprint_sha256}</dd>
+                        </div>
+                        <div>
+                            <dt class=label>{locale.t("claim-ek-issuer")}</dt>
+                            <dd class="mt-1 break-all text-sm" data-testid="ek-issuer">{certificate.issuer}</dd>
+                        </div>
+                        <div>
+                            <dt class=label>{locale.t("claim-ek-identity")}</dt>
+                            <dd class="mt-1 break-all font-mono text-xs">{certificate.identities.join(", ")}</dd>
+                        </div>
+                    </dl>
+                    <p class=format!("text-sm font-medium {color}") data-testid="ek-trust" data-trust=key>
+                        {locale.t(key)}
+                        {detail.map(|detail| view! { <span class="ml-2 break-words font-mono text-xs font-normal">{detail}</span> })}
+                    </p>
+                </li>
+            }
+        })
+        .collect_view();
+    view! {
+        <section class=format!("{card} space-y-3") aria-labelledby="attestation-title" data-testid="claim-attestation">
+            <h2 id="attestation-title" class="text-lg font-semibold">{locale.t("claim-attestation-title")}</h2>
+            {banner}
+            {none}
+            <ul class="space-y-3">{items}</ul>
+        </section>
+    }
 }
