@@ -90,6 +90,14 @@ test('claim a sandbox, see it bound, release it', async ({ page }, info) => {
   await expect(page.getByTestId('claim-pool')).toHaveText('demo/sandbox');
   await expect(page.getByTestId('countdown')).toContainText(/in 1[45] minutes/);
   await expect(page.getByTestId('connect')).toContainText(/^ssh sandbox@/);
+  // Attestation: the member's EK certificate by fingerprint and issuer, verified against
+  // its provider's trust bundle, as a broker would read it.
+  const attestation = page.getByTestId('claim-attestation');
+  await expect(attestation.getByRole('heading', { name: 'Attestation' })).toBeVisible();
+  await expect(attestation.getByTestId('attestation-verdict')).toHaveAttribute('data-verified', 'true');
+  await expect(attestation.getByTestId('ek-fingerprint')).toHaveText(/^([0-9A-F]{2}:){31}[0-9A-F]{2}$/);
+  await expect(attestation.getByTestId('ek-issuer')).toHaveText('CN=banlieue simulated hypervisor EK CA, O=banlieue');
+  await expect(attestation.getByTestId('ek-trust')).toContainText("Chains to the provider's trust bundle");
   await page.getByText('Release…').click();
   await page.getByRole('button', { name: 'Release', exact: true }).click();
   await expect(page.getByRole('status')).toContainText('is being released');
@@ -167,6 +175,9 @@ test('the whole journey in Japanese, on a phone', async ({ browser }, info) => {
   await claim.getByRole('link', { name }).click();
   await expect(page.getByText('仮想マシン')).toBeVisible();
   await expect(page.getByRole('heading', { name: '接続' })).toBeVisible();
+  await expect(page.getByRole('heading', { name: 'アテステーション' })).toBeVisible();
+  await expect(page.getByTestId('ek-trust')).toContainText('トラストバンドルにつながっています');
+  await expect(page.getByTestId('ek-fingerprint')).toHaveText(/^([0-9A-F]{2}:){31}[0-9A-F]{2}$/);
   await page.getByText('解放…').click();
   await page.getByRole('button', { name: '解放', exact: true }).click();
   await expect(page.getByRole('status')).toContainText('を解放しています');
