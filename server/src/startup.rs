@@ -270,6 +270,8 @@ async fn checkpoint_database(store: Store) {
         }
         match store.checkpoint().await {
             Ok(()) => failing = false,
+            // Closed while this checkpoint waited: the shutdown, not a failure.
+            Err(_) if store.is_closed() => return,
             Err(error) if !failing => {
                 failing = true;
                 tracing::warn!(%error, "database checkpoint failed");
