@@ -37,10 +37,22 @@ fn endorsement(claim: &VirtualMachineClaim) -> Option<Condition> {
 async fn assert_no_private_key(client: &kube::Client) {
     let texts = [
         serde_json::to_string(&list_vms(client).await).unwrap(),
-        serde_json::to_string(&claims(client).list(&Default::default()).await.unwrap().items)
-            .unwrap(),
-        serde_json::to_string(&providers(client).list(&Default::default()).await.unwrap().items)
-            .unwrap(),
+        serde_json::to_string(
+            &claims(client)
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items,
+        )
+        .unwrap(),
+        serde_json::to_string(
+            &providers(client)
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items,
+        )
+        .unwrap(),
     ];
     for text in texts {
         assert!(!text.contains("PRIVATE KEY"), "a key is published: {text}");
@@ -57,7 +69,8 @@ async fn every_simulated_vm_carries_an_ek_certificate_that_chains_to_its_provide
         let done = vms.len() == 2
             && vms.iter().all(|vm| {
                 vm.status.as_ref().is_some_and(|s| {
-                    s.phase.as_deref() == Some("Ready") && !s.tpm_endorsement_certificates.is_empty()
+                    s.phase.as_deref() == Some("Ready")
+                        && !s.tpm_endorsement_certificates.is_empty()
                 })
             });
         done.then_some(vms)
@@ -103,7 +116,11 @@ async fn every_simulated_vm_carries_an_ek_certificate_that_chains_to_its_provide
             .unwrap()
             .verify(
                 &EndorsementCertificate::from_pem(
-                    &ready[0].status.as_ref().unwrap().tpm_endorsement_certificates[0]
+                    &ready[0]
+                        .status
+                        .as_ref()
+                        .unwrap()
+                        .tpm_endorsement_certificates[0]
                 )
                 .unwrap(),
                 now
@@ -132,10 +149,9 @@ async fn every_simulated_vm_carries_an_ek_certificate_that_chains_to_its_provide
         })
     })
     .await;
-    let third = EndorsementCertificate::from_pem(
-        &third.status.unwrap().tpm_endorsement_certificates[0],
-    )
-    .unwrap();
+    let third =
+        EndorsementCertificate::from_pem(&third.status.unwrap().tpm_endorsement_certificates[0])
+            .unwrap();
     TrustBundle::from_pem(ca.certificate_pem())
         .unwrap()
         .verify(&third, now)
@@ -151,7 +167,17 @@ async fn bind_mirrors_the_ek_certificates_as_verified_and_release_clears_them() 
     // Long enough a destruction to see the claim Releasing.
     config.simulated_provider.as_mut().unwrap().destroy_after = Duration::from_secs(4);
     let running = spawn_controllers(&client, config);
-    create_pool(&client, &pool("p", 1, 2, "r1")).await;
+    create_pool(&client, &pool("p", 1, 1, "r1")).await;
+    // What the member publishes before anyone claims it: nothing subject-specific.
+    let before = wait_for("a Ready member with an EK certificate", T, || async {
+        let vm = list_vms(&client).await.into_iter().next()?;
+        let status = vm.status.clone()?;
+        (status.phase.as_deref() == Some("Ready")
+            && !status.tpm_endorsement_certificates.is_empty())
+        .then_some(vm)
+    })
+    .await;
+    let published = before.status.clone().unwrap().tpm_endorsement_certificates;
     create_claim(&client, &claim("c", "p", 3600, "alice")).await;
     let bound = wait_for("c Bound and verified", T, || async {
         let claim = claims(&client).get("c").await.ok()?;
@@ -160,13 +186,21 @@ async fn bind_mirrors_the_ek_certificates_as_verified_and_release_clears_them() 
     .await;
     let status = bound.status.clone().unwrap();
     assert_eq!(status.phase.as_deref(), Some("Bound"));
-    let member = vms(&client)
-        .get(status.virtual_machine_ref.as_deref().unwrap())
-        .await
-        .unwrap();
-    let published = member.status.unwrap().tpm_endorsement_certificates;
-    assert!(!published.is_empty());
+    assert_eq!(status.virtual_machine_ref, Some(before.name_any()));
+    let member = vms(&client).get(&before.name_any()).await.unwrap();
+    assert_eq!(
+        member.status.unwrap().tpm_endorsement_certificates,
+        published,
+        "a bind changes no certificate"
+    );
     assert_eq!(status.tpm_endorsement_certificates, published);
+    for pem in &published {
+        let certificate = EndorsementCertificate::from_pem(pem).unwrap();
+        assert!(
+            !format!("{certificate:?}").contains("alice"),
+            "{certificate:?}"
+        );
+    }
     let condition = endorsement(&bound).unwrap();
     assert_eq!(
         (condition.status.as_str(), condition.reason.as_str()),
@@ -186,6 +220,76 @@ async fn bind_mirrors_the_ek_certificates_as_verified_and_release_clears_them() 
     assert!(status.tpm_endorsement_certificates.is_empty(), "{status:?}");
     assert!(status.addresses.is_empty(), "{status:?}");
     assert!(status.conditions.is_empty(), "{status:?}");
+    running.stop().await;
+    server.shutdown().await;
+}
+
+/// The chart's built-in roles (ClusterRoles and bindings labelled builtin); on the test bed
+/// helm installed them already.
+async fn builtin_roles(server: &Server, client: &kube::Client) {
+    if server.is_real() {
+        return;
+    }
+    let policy = cluster::chart::ClaimSubjectPolicy::only_issuer(ISSUER);
+    let roles: Vec<_> = cluster::chart::manifests(&policy)
+        .unwrap()
+        .into_iter()
+        .filter(|o| {
+            o.labels()
+                .get("console.banlieue.io/builtin")
+                .map(String::as_str)
+                == Some("true")
+        })
+        .collect();
+    assert!(!roles.is_empty());
+    cluster::chart::apply(client, &roles).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_with_the_developer_role_reads_the_certificate_and_its_anchors_and_no_key() {
+    let (server, client) = start().await;
+    builtin_roles(&server, &client).await;
+    let running = spawn_controllers(&client, test_config(&client, "a"));
+    create_pool(&client, &pool("p", 1, 1, "r1")).await;
+    create_claim(&client, &claim("c", "p", 3600, "alice")).await;
+    let broker = impersonating(
+        &server,
+        "console:broker",
+        &["console:developer", "system:authenticated"],
+    )
+    .await;
+    let bound = wait_for("c verified, as the broker reads it", T, || async {
+        let claim = claims(&broker).get("c").await.ok()?;
+        let condition = endorsement(&claim)?;
+        (condition.status == "True").then_some(claim)
+    })
+    .await;
+    let pems = bound.status.unwrap().tpm_endorsement_certificates;
+    let anchors = providers(&broker)
+        .get(SIMULATED_PROVIDER)
+        .await
+        .expect("the developer role reads providers")
+        .spec
+        .attestation
+        .unwrap()
+        .ek_trust_bundle;
+    let bundle = TrustBundle::from_pem(&anchors).unwrap();
+    for pem in &pems {
+        bundle
+            .verify(
+                &EndorsementCertificate::from_pem(pem).unwrap(),
+                OffsetDateTime::now_utc(),
+            )
+            .unwrap();
+    }
+    let key = Api::<Secret>::default_namespaced(broker.clone())
+        .get(EK_CA_SECRET)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&key, kube::Error::Api(status) if status.code == 403),
+        "{key}"
+    );
     running.stop().await;
     server.shutdown().await;
 }
@@ -266,7 +370,11 @@ async fn a_certificate_that_does_not_chain_or_a_missing_provider_is_never_verifi
         .await;
         let status = claim.status.clone().unwrap();
         assert_eq!(status.phase.as_deref(), Some("Bound"));
-        assert_eq!(status.tpm_endorsement_certificates.len(), 1, "mirrored as is");
+        assert_eq!(
+            status.tpm_endorsement_certificates.len(),
+            1,
+            "mirrored as is"
+        );
         let condition = endorsement(&claim).unwrap();
         assert_eq!(
             (condition.status.as_str(), condition.reason.as_str()),
@@ -279,7 +387,11 @@ async fn a_certificate_that_does_not_chain_or_a_missing_provider_is_never_verifi
                 EndorsementCertificate::from_pem(&status.tpm_endorsement_certificates[0])
                     .unwrap()
                     .fingerprint_sha256;
-            assert!(condition.message.contains(&fingerprint), "{}", condition.message);
+            assert!(
+                condition.message.contains(&fingerprint),
+                "{}",
+                condition.message
+            );
         }
     }
     running.stop().await;
@@ -328,7 +440,10 @@ async fn a_pool_naming_a_missing_provider_says_so_until_it_exists() {
         .await
         .unwrap();
     // Its member waits for a provider that does not provision: Progressing, not missing.
-    wait_for("Progressing=True Provisioning", T, || progressing("Provisioning")).await;
+    wait_for("Progressing=True Provisioning", T, || {
+        progressing("Provisioning")
+    })
+    .await;
     running.stop().await;
     providers(&client)
         .delete(&name, &DeleteParams::default())
