@@ -24,8 +24,7 @@ use crate::error::{Error, is_status};
 use crate::metrics::Metrics;
 use crate::pool::{PoolContext, pool_error_policy, reconcile_pool};
 use crate::provider::{
-    ProviderContext, SimulatedProviderConfig, provider_error_policy, publish_provider,
-    reconcile_vm,
+    ProviderContext, SimulatedProviderConfig, provider_error_policy, publish_provider, reconcile_vm,
 };
 
 /// How to run the controllers.
@@ -326,31 +325,31 @@ async fn run_leading(
     );
     let pools_naming = pools_controller.store();
     let pools_controller = pools_controller
-    .watches(
-        Api::<VirtualMachineProvider>::all(client.clone()),
-        watcher::Config::default(),
-        move |provider: VirtualMachineProvider| {
-            let name = provider.name_any();
-            pools_naming
-                .state()
-                .into_iter()
-                .filter(|pool| pool.spec.provider_ref == name)
-                .map(|pool| ObjectRef::from_obj(pool.as_ref()))
-                .collect::<Vec<_>>()
-        },
-    )
-    .watches(
-        api::<VirtualMachine>(&client, namespace),
-        watcher::Config::default(),
-        |vm: VirtualMachine| {
-            let namespace = vm.namespace()?;
-            let pool = vm.labels().get(POOL_LABEL)?;
-            Some(ObjectRef::<VirtualMachinePool>::new(pool).within(&namespace))
-        },
-    )
-    .graceful_shutdown_on(stop_signal())
-    .run(reconcile_pool, pool_error_policy, pool_ctx)
-    .for_each(|_| futures::future::ready(()));
+        .watches(
+            Api::<VirtualMachineProvider>::all(client.clone()),
+            watcher::Config::default(),
+            move |provider: VirtualMachineProvider| {
+                let name = provider.name_any();
+                pools_naming
+                    .state()
+                    .into_iter()
+                    .filter(|pool| pool.spec.provider_ref == name)
+                    .map(|pool| ObjectRef::from_obj(pool.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .watches(
+            api::<VirtualMachine>(&client, namespace),
+            watcher::Config::default(),
+            |vm: VirtualMachine| {
+                let namespace = vm.namespace()?;
+                let pool = vm.labels().get(POOL_LABEL)?;
+                Some(ObjectRef::<VirtualMachinePool>::new(pool).within(&namespace))
+            },
+        )
+        .graceful_shutdown_on(stop_signal())
+        .run(reconcile_pool, pool_error_policy, pool_ctx)
+        .for_each(|_| futures::future::ready(()));
     // Passes decide from the member and provider caches: not before they have listed
     // everything.
     let pool_providers = providers.clone();
