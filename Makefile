@@ -9,7 +9,7 @@
 # With no KUBECONFIG / BANLIEUE_KUBECONFIG, the console starts its dev cluster (the
 # Kubernetes emulator with the chart and a demo pool) inside the same process.
 run: tools
-	mkdir -p data
+	install -d -m 700 data
 	BANLIEUE_DEV_CLUSTER=true cargo leptos serve $(if $(RELEASE),--release)
 
 test: tools

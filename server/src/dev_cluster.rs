@@ -39,7 +39,10 @@ impl DevCluster {
         dir: &Path,
         issuer_url: &str,
     ) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        // The emulator keeps its signing keys and tokens here: for this user alone.
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
         let authentication =
             parse_authentication_configuration(&authentication_configuration(issuer_url))
                 .map_err(|e| anyhow::anyhow!("dev cluster authentication: {e}"))?;

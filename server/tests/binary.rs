@@ -132,7 +132,15 @@ fn configuration_errors_are_actionable() {
     assert!(said.contains("will be created at first start"), "{said}");
     assert!(!dir.path().join("console.db").exists());
 
-    std::fs::File::create(dir.path().join("console.db")).unwrap();
+    // A database file others may read (here the umask's 0644) is refused, saying how to fix.
+    let file = dir.path().join("console.db");
+    std::fs::File::create(&file).unwrap();
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let exposed = console(dir.path()).arg("check-config").output().unwrap();
+    assert!(!exposed.status.success());
+    let message = String::from_utf8_lossy(&exposed.stderr);
+    assert!(message.contains("chmod 600"), "{message}");
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let empty = console(dir.path()).arg("check-config").output().unwrap();
     let said = String::from_utf8_lossy(&empty.stdout);
     assert!(said.contains("migrations to apply at start"), "{said}");

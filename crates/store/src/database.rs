@@ -28,9 +28,15 @@ pub enum StoreError {
     )]
     UnsupportedUrl { url: String },
     #[error(
-        "the directory {dir} of the SQLite database does not exist: create it or point BANLIEUE_DATABASE_URL elsewhere"
+        "the directory {dir} of the SQLite database does not exist: create it for the console alone (`install -d -m 700 {dir}`) or point BANLIEUE_DATABASE_URL elsewhere"
     )]
     MissingDirectory { dir: PathBuf },
+    /// The SQLite file (password hashes, private signing keys) may be read or written by
+    /// others than its owner.
+    #[error(
+        "the SQLite database {file} has mode {mode:o}: others than its owner may read it, and it holds password hashes and signing keys; run `chmod 600 {file}` (the console creates it 0600)"
+    )]
+    ExposedFile { file: PathBuf, mode: u32 },
     #[error(
         "the SQLite database {file} is read-only: the console must be able to write it (check its permissions and those of its directory)"
     )]
@@ -86,16 +92,22 @@ pub struct Store {
 impl Store {
     /// Opens the database at `url` and applies pending migrations.
     ///
-    /// A SQLite file is created when missing (its directory must exist); SQLite runs in
-    /// WAL mode with `synchronous = NORMAL` and foreign keys on. Errors: [`StoreError::MissingDirectory`],
-    /// [`StoreError::ReadOnly`], [`StoreError::Open`], [`StoreError::Migrate`].
+    /// A SQLite file is created `0600` when missing (its directory must exist), and an
+    /// existing one others may read or write is refused; SQLite runs in WAL mode with
+    /// `synchronous = NORMAL` and foreign keys on. Errors: [`StoreError::MissingDirectory`],
+    /// [`StoreError::ExposedFile`], [`StoreError::ReadOnly`], [`StoreError::Open`],
+    /// [`StoreError::Migrate`].
     pub async fn open(url: &str) -> Result<Self, StoreError> {
         static DRIVERS: Once = Once::new();
         DRIVERS.call_once(install_default_drivers);
 
         let backend = backend_of(url)?;
         let url = match backend {
-            Backend::Sqlite => prepare_sqlite_url(url)?,
+            Backend::Sqlite => {
+                let prepared = prepare_sqlite_url(url)?;
+                create_private_file(url)?;
+                prepared
+            }
             Backend::Postgres => url.to_owned(),
         };
         let pool = AnyPoolOptions::new()
@@ -313,8 +325,9 @@ pub(crate) fn sqlite_file(url: &str) -> Option<PathBuf> {
 
 /// Checks what a `sqlite:` URL names before SQLite opens it: a file (an in-memory
 /// database would be one empty database per pooled connection), in a directory that
-/// exists, a regular file if it exists, and one this process may write (SQLite would
-/// otherwise open it read-only without a word, and every write would fail later).
+/// exists, a regular file if it exists, one only its owner may read or write (mode
+/// `0600` or stricter), and one this process may write (SQLite would otherwise open it
+/// read-only without a word, and every write would fail later).
 fn prepare_sqlite_url(url: &str) -> Result<String, StoreError> {
     let file = sqlite_file(url).ok_or(StoreError::NoSqliteFile)?;
     let dir = file.parent().filter(|d| !d.as_os_str().is_empty());
@@ -328,6 +341,12 @@ fn prepare_sqlite_url(url: &str) -> Result<String, StoreError> {
     if file.exists() {
         if !file.is_file() {
             return Err(StoreError::NotARegularFile { file });
+        }
+        let mode = std::fs::metadata(&file)
+            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
+            .map_err(|_| StoreError::ReadOnly { file: file.clone() })?;
+        if mode & 0o077 != 0 {
+            return Err(StoreError::ExposedFile { file, mode });
         }
         let writable = std::fs::OpenOptions::new().write(true).open(&file);
         if writable.is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
@@ -343,6 +362,29 @@ fn prepare_sqlite_url(url: &str) -> Result<String, StoreError> {
     } else {
         format!("{url}?mode=rwc")
     })
+}
+
+/// Creates the missing SQLite file of `url` empty (an empty file is an empty database) with
+/// mode `0600`, before SQLite would create it with the umask's mode; SQLite gives its
+/// `-wal` and `-shm` files the database file's mode.
+fn create_private_file(url: &str) -> Result<(), StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(file) = sqlite_file(url) else {
+        return Ok(());
+    };
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&file)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Err(StoreError::ReadOnly { file })
+        }
+        Err(e) => Err(StoreError::Open(sqlx::Error::Io(e))),
+    }
 }
 
 fn classify_open_error(error: sqlx::Error, url: &str) -> StoreError {

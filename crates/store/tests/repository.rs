@@ -244,6 +244,50 @@ on_both_backends!(
 );
 
 #[tokio::test]
+async fn a_sqlite_database_is_created_for_its_owner_alone_and_an_exposed_one_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("console.db");
+    let url = format!("sqlite://{}", file.display());
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    let store = Store::open(&url).await.unwrap();
+    store
+        .create_user(
+            &new_user("alice", &[]),
+            "$phc$a",
+            time::OffsetDateTime::now_utc(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(mode(&file), 0o600);
+    let wal = dir.path().join("console.db-wal");
+    assert!(wal.exists());
+    assert_eq!(
+        mode(&wal),
+        0o600,
+        "SQLite gives the log the database's mode"
+    );
+    store.close().await;
+
+    for exposed in [0o644, 0o640, 0o604, 0o660] {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(exposed)).unwrap();
+        for refused in [
+            Store::open(&url).await.map(drop).unwrap_err(),
+            Store::check(&url).await.map(drop).unwrap_err(),
+        ] {
+            assert!(
+                matches!(&refused, StoreError::ExposedFile { mode, .. } if *mode == exposed),
+                "{exposed:o}: {refused:?}"
+            );
+            assert!(refused.to_string().contains("chmod 600"), "{refused}");
+        }
+    }
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    Store::open(&url).await.unwrap().close().await;
+}
+
+#[tokio::test]
 async fn sqlite_start_up_errors_name_the_cause() {
     let missing = Store::open("sqlite://no/such/dir/console.db")
         .await
@@ -282,6 +326,7 @@ async fn a_read_only_sqlite_database_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("console.db");
     std::fs::write(&file, b"").unwrap();
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let err = Store::open(&format!("sqlite://{}?mode=ro", file.display()))
         .await
         .unwrap_err();
