@@ -101,6 +101,8 @@ async fn the_claim_release_policy() {
     let bob = as_user("console:bob", "console:developer").await;
     let oscar = as_user("console:oscar", "console:operator").await;
     let broker = as_user("console:broker", "console:developer").await;
+    let octocat = as_user("github:octocat", "console:developer").await;
+    let console_octocat = as_user("console:octocat", "console:developer").await;
     let pp = PostParams::default();
     for name in ["a1", "a2", "a3", "a4"] {
         alice
@@ -109,6 +111,22 @@ async fn the_claim_release_policy() {
             .expect("alice claims");
     }
     let dp = kube::api::DeleteParams::default();
+    // A subject whose issuer has its own prefix releases their own claim; the same id
+    // under the default prefix is someone else.
+    octocat
+        .create(&pp, &claim_from("octo", DEX, "octocat"))
+        .await
+        .expect("octocat claims");
+    refused_by(
+        "banlieue-claim-release",
+        console_octocat.delete("octo", &dp).await,
+        "only octocat, an operator or an admin may release the claim octo; you are signed in \
+         as console:octocat",
+    );
+    octocat
+        .delete("octo", &dp)
+        .await
+        .expect("the issuer's own prefix applies to releases too");
     // Another developer may not release alice's claim, whatever RBAC allows.
     refused_by(
         "banlieue-claim-release",
