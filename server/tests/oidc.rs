@@ -346,6 +346,14 @@ async fn codes_are_refused_when_pkce_client_or_redirect_do_not_match() {
         let (status, body) = fx.token(&fields).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{case}: {body}");
         assert_eq!(error_of(&body), "invalid_grant", "{case}");
+        // Whoever saw the code but could not prove to be its client did not burn it.
+        let (status, body) = fx.exchange(&code, Some(VERIFIER)).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "{case}: the client still redeems: {body}"
+        );
+        assert!(body["refresh_token"].is_string(), "{case}: {body}");
     }
 }
 

@@ -18,7 +18,7 @@ pub use audit::{AuditEvent, AuditPage, AuditQuery};
 pub use database::{Backend, DatabaseCheck, Store, StoreError};
 pub use oidc::{
     AuthorizationCodeRecord, CodeRedemption, RefreshFamilyRecord, RefreshTokenRecord,
-    SigningKeyRecord,
+    SigningKeyRecord, StoredCode,
 };
 pub use sessions::SessionBackend;
 pub use user_sessions::UserSession;

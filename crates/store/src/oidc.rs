@@ -54,11 +54,21 @@ pub struct AuthorizationCodeRecord {
     pub expires_at: OffsetDateTime,
 }
 
+/// A stored authorization code: as issued, and whether it was redeemed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredCode {
+    pub record: AuthorizationCodeRecord,
+    /// Redeemed already: presenting it again is a replay.
+    pub redeemed: bool,
+    /// The refresh family its redemption started, if any.
+    pub family_id: Option<String>,
+}
+
 /// What redeeming a code found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CodeRedemption {
-    /// First use: the code is now consumed.
-    Fresh(AuthorizationCodeRecord),
+    /// First use: the code is now redeemed (with its family, if one was given).
+    Fresh,
     /// The code was used before; `family_id` is the refresh family issued then, if any
     /// (RFC 6749 §4.1.2: tokens issued from a replayed code should be revoked).
     Replayed {
@@ -195,90 +205,105 @@ impl Store {
         Ok(())
     }
 
-    /// Marks the code consumed and returns it, atomically: of two concurrent redemptions
-    /// exactly one sees [`CodeRedemption::Fresh`]. Expiry is the caller's to check.
+    /// The code with this hash as it was issued, and whether it was redeemed: what the
+    /// token endpoint checks before it redeems (so a request that fails the checks leaves
+    /// the code to its client).
+    pub async fn authorization_code(
+        &self,
+        code_hash: &str,
+    ) -> Result<Option<StoredCode>, StoreError> {
+        let row = sqlx::query(
+            "SELECT code_hash, client_id, redirect_uri, code_challenge, nonce, audience, \
+             scope, user_id, auth_time_ms, expires_ms, consumed_ms, family_id \
+             FROM oidc_authorization_codes WHERE code_hash = $1",
+        )
+        .bind(code_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| {
+            Ok(StoredCode {
+                record: code_from_row(&row)?,
+                redeemed: row.try_get::<Option<i64>, _>("consumed_ms")?.is_some(),
+                family_id: row.try_get("family_id")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Marks the code redeemed and, when `family` is given (a grant with offline
+    /// access), starts that refresh family with its first token (`family.1`, a hash), in
+    /// one transaction: of two concurrent redemptions exactly one is
+    /// [`CodeRedemption::Fresh`], and a redeemed code always has the family it issued, so
+    /// a replay can revoke it. The loser's family is not written. Expiry and the client's
+    /// proofs are the caller's to check first ([`Store::authorization_code`]).
     pub async fn redeem_authorization_code(
         &self,
         code_hash: &str,
         now: OffsetDateTime,
+        family: Option<(&RefreshFamilyRecord, &str)>,
     ) -> Result<CodeRedemption, StoreError> {
         let mut conn = self.pool.acquire().await?;
         let mut tx = self.begin_write(&mut conn).await?;
-        let result = async {
-            let Some(row) = sqlx::query(
-                "SELECT code_hash, client_id, redirect_uri, code_challenge, nonce, audience, \
-                 scope, user_id, auth_time_ms, expires_ms, consumed_ms, family_id \
-                 FROM oidc_authorization_codes WHERE code_hash = $1",
-            )
-            .bind(code_hash)
-            .fetch_optional(&mut *tx)
-            .await?
-            else {
-                return Ok(CodeRedemption::Unknown);
-            };
-            if row.try_get::<Option<i64>, _>("consumed_ms")?.is_some() {
-                return Ok(CodeRedemption::Replayed {
-                    family_id: row.try_get("family_id")?,
-                });
+        let redeemed = async {
+            if let Some((family, first_token_hash)) = family {
+                sqlx::query(
+                    "INSERT INTO oidc_refresh_families (id, user_id, client_id, audience, scope, \
+                     secret, auth_time_ms, created_ms, expires_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .bind(&family.id)
+                .bind(family.user_id)
+                .bind(&family.client_id)
+                .bind(&family.audience)
+                .bind(&family.scope)
+                .bind(&family.secret)
+                .bind(to_millis(family.auth_time))
+                .bind(to_millis(family.created_at))
+                .bind(to_millis(family.expires_at))
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query(
+                    "INSERT INTO oidc_refresh_tokens (token_hash, family_id, issued_ms) \
+                     VALUES ($1, $2, $3)",
+                )
+                .bind(first_token_hash)
+                .bind(&family.id)
+                .bind(to_millis(family.created_at))
+                .execute(&mut *tx)
+                .await?;
             }
-            sqlx::query(
-                "UPDATE oidc_authorization_codes SET consumed_ms = $1 WHERE code_hash = $2",
+            let updated = sqlx::query(
+                "UPDATE oidc_authorization_codes SET consumed_ms = $1, family_id = $2 \
+                 WHERE code_hash = $3 AND consumed_ms IS NULL",
             )
             .bind(to_millis(now))
+            .bind(family.map(|(family, _)| family.id.clone()))
             .bind(code_hash)
             .execute(&mut *tx)
             .await?;
-            Ok(CodeRedemption::Fresh(code_from_row(&row)?))
+            Ok::<_, StoreError>(updated.rows_affected() == 1)
         }
         .await;
-        finish(tx, result).await
-    }
-
-    /// Starts a refresh family with its first token; `from_code` links it to the code it
-    /// was issued for, so a replay of that code revokes it.
-    pub async fn create_refresh_family(
-        &self,
-        family: &RefreshFamilyRecord,
-        first_token_hash: &str,
-        from_code: Option<&str>,
-    ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let result = async {
-            sqlx::query(
-                "INSERT INTO oidc_refresh_families (id, user_id, client_id, audience, scope, \
-                 secret, auth_time_ms, created_ms, expires_ms) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            )
-            .bind(&family.id)
-            .bind(family.user_id)
-            .bind(&family.client_id)
-            .bind(&family.audience)
-            .bind(&family.scope)
-            .bind(&family.secret)
-            .bind(to_millis(family.auth_time))
-            .bind(to_millis(family.created_at))
-            .bind(to_millis(family.expires_at))
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "INSERT INTO oidc_refresh_tokens (token_hash, family_id, issued_ms) VALUES ($1, $2, $3)",
-            )
-            .bind(first_token_hash)
-            .bind(&family.id)
-            .bind(to_millis(family.created_at))
-            .execute(&mut *tx)
-            .await?;
-            if let Some(code_hash) = from_code {
-                sqlx::query("UPDATE oidc_authorization_codes SET family_id = $1 WHERE code_hash = $2")
-                    .bind(&family.id)
-                    .bind(code_hash)
-                    .execute(&mut *tx)
-                    .await?;
+        match redeemed {
+            Ok(true) => {
+                tx.commit().await?;
+                Ok(CodeRedemption::Fresh)
             }
-            Ok(())
+            Ok(false) => {
+                tx.rollback().await?;
+                drop(conn);
+                Ok(match self.authorization_code(code_hash).await? {
+                    Some(stored) => CodeRedemption::Replayed {
+                        family_id: stored.family_id,
+                    },
+                    None => CodeRedemption::Unknown,
+                })
+            }
+            Err(error) => {
+                tx.rollback().await?;
+                Err(error)
+            }
         }
-        .await;
-        finish(tx, result).await
     }
 
     /// The refresh token with this hash, its family and the family's user, in one query.

@@ -623,23 +623,22 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
         expires_at: now + Duration::seconds(60),
     };
     store.insert_authorization_code(&code).await.unwrap();
-    // Two concurrent redemptions: exactly one is fresh.
-    let (a, b) = tokio::join!(
-        store.redeem_authorization_code("c1", now),
-        store.redeem_authorization_code("c1", now)
-    );
-    let fresh = [a.unwrap(), b.unwrap()]
-        .into_iter()
-        .filter(|r| matches!(r, CodeRedemption::Fresh(_)))
-        .count();
-    assert_eq!(fresh, 1);
+    let stored = store.authorization_code("c1").await.unwrap().unwrap();
+    let issued = |c: &AuthorizationCodeRecord| {
+        (
+            c.client_id.clone(),
+            c.redirect_uri.clone(),
+            c.code_challenge.clone(),
+            c.nonce.clone(),
+            c.user_id,
+        )
+    };
     assert_eq!(
-        store.redeem_authorization_code("nope", now).await.unwrap(),
-        CodeRedemption::Unknown
+        (issued(&stored.record), stored.redeemed),
+        (issued(&code), false)
     );
-
-    let family = RefreshFamilyRecord {
-        id: "f1".into(),
+    let family_of = |id: &str| RefreshFamilyRecord {
+        id: id.into(),
         user_id: user.id,
         client_id: "banlieue-cli".into(),
         audience: "kubernetes".into(),
@@ -650,17 +649,45 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
         expires_at: now + Duration::hours(12),
         revoked_at: None,
     };
-    store
-        .create_refresh_family(&family, "t1", Some("c1"))
-        .await
-        .unwrap();
-    assert_eq!(
-        store.redeem_authorization_code("c1", now).await.unwrap(),
-        CodeRedemption::Replayed {
-            family_id: Some("f1".into())
-        }
+    let (f1, f2) = (family_of("f1"), family_of("f2"));
+    // Two concurrent redemptions, each with the family it would start: exactly one is
+    // fresh, its family is the code's, and the other's family is never written.
+    let (a, b) = tokio::join!(
+        store.redeem_authorization_code("c1", now, Some((&f1, "t1-a"))),
+        store.redeem_authorization_code("c1", now, Some((&f2, "t1-b")))
     );
-    let first = store.refresh_token("t1").await.unwrap().unwrap();
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let (winner, lost_token) = match (&a, &b) {
+        (CodeRedemption::Fresh, CodeRedemption::Replayed { .. }) => ("f1", "t1-b"),
+        (CodeRedemption::Replayed { .. }, CodeRedemption::Fresh) => ("f2", "t1-a"),
+        other => panic!("exactly one fresh redemption: {other:?}"),
+    };
+    let expected = CodeRedemption::Replayed {
+        family_id: Some(winner.into()),
+    };
+    assert!(a == expected || b == expected, "{a:?} {b:?}");
+    assert!(store.refresh_token(lost_token).await.unwrap().is_none());
+    let stored = store.authorization_code("c1").await.unwrap().unwrap();
+    assert!(stored.redeemed);
+    assert_eq!(stored.family_id.as_deref(), Some(winner));
+    assert_eq!(
+        store
+            .redeem_authorization_code("nope", now, None)
+            .await
+            .unwrap(),
+        CodeRedemption::Unknown
+    );
+    assert_eq!(
+        store
+            .redeem_authorization_code("c1", now, None)
+            .await
+            .unwrap(),
+        expected,
+        "a replay names the family the code started"
+    );
+    let family = if winner == "f1" { f1 } else { f2 };
+    let first_token = if winner == "f1" { "t1-a" } else { "t1-b" };
+    let first = store.refresh_token(first_token).await.unwrap().unwrap();
     assert_eq!(
         (&first.family.id, &first.family.secret, &first.family.scope),
         (&family.id, &family.secret, &family.scope)
@@ -683,15 +710,15 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
     };
     let audited_before = store.recent_audit(100).await.unwrap().len();
     let (a, b) = tokio::join!(
-        store.rotate_refresh_token("t1", "t2", user.version, now, &audit),
-        store.rotate_refresh_token("t1", "t2-other", user.version, now, &audit)
+        store.rotate_refresh_token(first_token, "t2", user.version, now, &audit),
+        store.rotate_refresh_token(first_token, "t2-other", user.version, now, &audit)
     );
     assert_eq!([a.unwrap(), b.unwrap()].iter().filter(|w| **w).count(), 1);
     assert_eq!(
         store.recent_audit(100).await.unwrap().len(),
         audited_before + 1
     );
-    let retired = store.refresh_token("t1").await.unwrap().unwrap();
+    let retired = store.refresh_token(first_token).await.unwrap().unwrap();
     assert!(retired.retired_at.is_some());
     assert!(retired.successor_is_current);
     let successor = if store.refresh_token("t2").await.unwrap().is_some() {
@@ -701,14 +728,14 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
     };
     assert!(
         store
-            .audit_refresh_in_grace("t1", user.version, &audit)
+            .audit_refresh_in_grace(first_token, user.version, &audit)
             .await
             .unwrap(),
         "the previous token's answer is due while its successor is current"
     );
     assert!(
         !store
-            .audit_refresh_in_grace("t1", user.version + 1, &audit)
+            .audit_refresh_in_grace(first_token, user.version + 1, &audit)
             .await
             .unwrap(),
         "not once the user changed"
@@ -726,14 +753,14 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
             .await
             .unwrap()
     );
-    let retired = store.refresh_token("t1").await.unwrap().unwrap();
+    let retired = store.refresh_token(first_token).await.unwrap().unwrap();
     assert!(
         !retired.successor_is_current,
         "t1 is no longer the previous token"
     );
     assert!(
         !store
-            .audit_refresh_in_grace("t1", user.version, &audit)
+            .audit_refresh_in_grace(first_token, user.version, &audit)
             .await
             .unwrap()
     );
@@ -742,7 +769,7 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
     // the token is still current and the next writes go through.
     assert!(
         store
-            .rotate_refresh_token("t3", "t1", user.version, now, &audit)
+            .rotate_refresh_token("t3", first_token, user.version, now, &audit)
             .await
             .is_err()
     );

@@ -144,33 +144,21 @@ impl Issuer {
         let redirect_uri = required(form, "redirect_uri")?;
         let store = self.accounts.store();
         let code_hash = token_hash(code);
-        let record = match store
-            .redeem_authorization_code(&code_hash, now)
+        let Some(stored) = store
+            .authorization_code(&code_hash)
             .await
             .map_err(server_error)?
-        {
-            CodeRedemption::Fresh(record) => record,
-            CodeRedemption::Replayed { family_id } => {
-                if let Some(family_id) = family_id
-                    && store
-                        .revoke_refresh_family(&family_id, now)
-                        .await
-                        .map_err(server_error)?
-                {
-                    self.accounts
-                        .audit_event("-", "oidc.code.replay", &family_id, source, "revoked", "")
-                        .await;
-                }
-                return Err(OAuthError::invalid_grant(
-                    "the authorization code was already used",
-                ));
-            }
-            CodeRedemption::Unknown => {
-                return Err(OAuthError::invalid_grant(
-                    "the authorization code is not valid",
-                ));
-            }
+        else {
+            return Err(OAuthError::invalid_grant(
+                "the authorization code is not valid",
+            ));
         };
+        if stored.redeemed {
+            return Err(self.code_replayed(stored.family_id, source, now).await);
+        }
+        let record = stored.record;
+        // Checked before the code is redeemed: whoever saw the code but cannot prove they
+        // are its client (redirect URI, PKCE verifier) cannot burn it.
         let verifier = form.get("code_verifier").copied().unwrap_or_default();
         let refusal = if record.expires_at <= now {
             Some("the authorization code has expired")
@@ -201,28 +189,48 @@ impl Issuer {
             nonce: record.nonce.as_deref(),
             auth_time: record.auth_time,
         };
-        let refresh_token = if record.scope.split(' ').any(|s| s == "offline_access") {
-            let token = random_token();
-            let family = RefreshFamilyRecord {
-                id: random_token(),
-                user_id: user.id,
-                client_id: client.id.to_owned(),
-                audience: record.audience.clone(),
-                scope: record.scope.clone(),
-                secret: rand::random::<[u8; 32]>().to_vec(),
-                auth_time: record.auth_time,
-                created_at: now,
-                expires_at: now + self.config.refresh_lifetime,
-                revoked_at: None,
-            };
-            store
-                .create_refresh_family(&family, &token_hash(&token), Some(&code_hash))
-                .await
-                .map_err(server_error)?;
-            Some(token)
-        } else {
-            None
-        };
+        let refresh = record
+            .scope
+            .split(' ')
+            .any(|s| s == "offline_access")
+            .then(|| {
+                let token = random_token();
+                let family = RefreshFamilyRecord {
+                    id: random_token(),
+                    user_id: user.id,
+                    client_id: client.id.to_owned(),
+                    audience: record.audience.clone(),
+                    scope: record.scope.clone(),
+                    secret: rand::random::<[u8; 32]>().to_vec(),
+                    auth_time: record.auth_time,
+                    created_at: now,
+                    expires_at: now + self.config.refresh_lifetime,
+                    revoked_at: None,
+                };
+                (token, family)
+            });
+        let first_token_hash = refresh.as_ref().map(|(token, _)| token_hash(token));
+        let family = refresh
+            .as_ref()
+            .zip(first_token_hash.as_deref())
+            .map(|((_, family), hash)| (family, hash));
+        match store
+            .redeem_authorization_code(&code_hash, now, family)
+            .await
+            .map_err(server_error)?
+        {
+            CodeRedemption::Fresh => {}
+            // Another request redeemed it a moment earlier: a replay, whoever was first.
+            CodeRedemption::Replayed { family_id } => {
+                return Err(self.code_replayed(family_id, source, now).await);
+            }
+            CodeRedemption::Unknown => {
+                return Err(OAuthError::invalid_grant(
+                    "the authorization code is not valid",
+                ));
+            }
+        }
+        let refresh_token = refresh.map(|(token, _)| token);
         let id_token = self.sign_id_token(&grant, now).await?;
         let response = token_response(id_token, refresh_token, &record.scope, self);
         self.accounts
@@ -236,6 +244,33 @@ impl Issuer {
             )
             .await;
         Ok(response)
+    }
+
+    /// A code presented again (RFC 6749 §4.1.2): the refresh family its first redemption
+    /// started is revoked (audited `oidc.code.replay`), and the request refused.
+    async fn code_replayed(
+        &self,
+        family_id: Option<String>,
+        source: IpAddr,
+        now: OffsetDateTime,
+    ) -> OAuthError {
+        if let Some(family_id) = family_id {
+            match self
+                .accounts
+                .store()
+                .revoke_refresh_family(&family_id, now)
+                .await
+            {
+                Ok(true) => {
+                    self.accounts
+                        .audit_event("-", "oidc.code.replay", &family_id, source, "revoked", "")
+                        .await;
+                }
+                Ok(false) => {}
+                Err(error) => return server_error(error),
+            }
+        }
+        OAuthError::invalid_grant("the authorization code was already used")
     }
 
     /// The refresh grant. A token this process issued comes from its memory of them
