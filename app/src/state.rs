@@ -174,17 +174,9 @@ impl PageData {
     }
 }
 
-/// Which client asks for tokens, as the confirmation names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum AuthorizeClient {
-    CommandLine,
-    Console,
-}
-
 /// The OIDC authorization page: the request's parameters, carried as hidden fields.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuthorizeView {
-    pub client: AuthorizeClient,
     /// Name → value of the authorization request, re-posted by the forms.
     pub fields: Vec<(String, String)>,
     /// `scheme://host:port` of the client's redirect URI.

@@ -159,7 +159,6 @@ audit-col-ip = Address
 
 ## OIDC authorization and kubeconfig
 authorize-client-cli = the command-line tool
-authorize-client-console = the console API
 authorize-sign-in-title = Sign in to continue to { $client }
 authorize-confirm = Continue as { $name } to { $client }?
 authorize-confirm-detail = It receives short-lived tokens that carry your user name and roles, so Kubernetes treats it as you.
@@ -170,7 +169,6 @@ error-no-cluster-configured = The console has no Kubernetes cluster configured, 
 account-kubeconfig-title = Kubernetes access
 account-kubeconfig-help = A kubeconfig for kubectl that signs you in through the banlieue command-line tool. It contains no password or token.
 account-kubeconfig-download = Download kubeconfig
-authorize-confirm-detail-console = It receives short-lived tokens that carry your user name and roles for the console's API.
 authorize-switch-account = Use another account
 error-authorize-unknown-client = the application that sent you here is not registered with this console
 error-authorize-redirect = the address to return to is not registered for this application

@@ -153,7 +153,6 @@ audit-col-ip = アドレス
 
 ## OIDC authorization and kubeconfig
 authorize-client-cli = コマンドラインツール
-authorize-client-console = コンソール API
 authorize-sign-in-title = サインインして{ $client }に進みます
 authorize-confirm = { $name } として{ $client }に進みますか?
 authorize-confirm-detail = ユーザー名とロールを含む短期間有効なトークンが渡され、Kubernetes はそれをあなたとして扱います。
@@ -164,7 +163,6 @@ error-no-cluster-configured = コンソールに Kubernetes クラスターが�
 account-kubeconfig-title = Kubernetes へのアクセス
 account-kubeconfig-help = banlieue コマンドラインツールでサインインする kubectl 用の kubeconfig です。パスワードやトークンは含まれません。
 account-kubeconfig-download = kubeconfig をダウンロード
-authorize-confirm-detail-console = ユーザー名とロールを含む短期間有効なトークンが、コンソールの API 用に渡されます。
 authorize-switch-account = 別のアカウントを使う
 error-authorize-unknown-client = 移動元のアプリケーションはこのコンソールに登録されていません
 error-authorize-redirect = 戻り先のアドレスはこのアプリケーションに登録されていません

@@ -2,16 +2,13 @@
 //! the token and revocation endpoints, and the kubeconfig download. The rules live in
 //! `banlieue_identity::oidc`.
 
-use app::{
-    AppError, AuthorizationProblem, AuthorizeClient, AuthorizeView, Page, PageData, PageState,
-    paths,
-};
+use app::{AppError, AuthorizationProblem, AuthorizeView, Page, PageData, PageState, paths};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use banlieue_identity::oidc::{
-    AuthorizationRequest, AuthorizeRefusal, ClientKind, OAuthError, OAuthErrorCode, Prompt,
-    UntrustedReason, kubeconfig_yaml,
+    AuthorizationRequest, AuthorizeRefusal, OAuthError, OAuthErrorCode, Prompt, UntrustedReason,
+    kubeconfig_yaml,
 };
 use banlieue_identity::{SessionGrant, SignInAttempt, SignInError};
 use time::OffsetDateTime;
@@ -61,7 +58,7 @@ pub async fn authorize_page(
         .extensions()
         .get::<CurrentUser>()
         .map(|c| c.0.clone());
-    let authorization = match AuthorizationRequest::parse(&params, &app.config.external_url) {
+    let authorization = match AuthorizationRequest::parse(&params) {
         Ok(authorization) => authorization,
         Err(refusal) => return refused(&app, state, &refusal),
     };
@@ -105,7 +102,7 @@ pub async fn authorize_submit(
         .filter(|(name, _)| !matches!(name.as_str(), "user_name" | "password" | "decision"))
         .cloned()
         .collect();
-    let authorization = match AuthorizationRequest::parse(&oauth_fields, &app.config.external_url) {
+    let authorization = match AuthorizationRequest::parse(&oauth_fields) {
         Ok(authorization) => authorization,
         Err(refusal) => return refused(&app, state, &refusal),
     };
@@ -252,10 +249,6 @@ async fn render(
     switch.push(("prompt", "login".to_owned()));
     state.page = Page::Authorize;
     state.data = PageData::Authorize(AuthorizeView {
-        client: match authorization.client.kind {
-            ClientKind::CommandLine => AuthorizeClient::CommandLine,
-            ClientKind::Console => AuthorizeClient::Console,
-        },
         fields: authorization
             .form_fields()
             .into_iter()

@@ -421,6 +421,13 @@ async fn authorization_requests_that_cannot_be_trusted_are_shown_not_redirected(
         )],
         vec![("redirect_uri", Some("https://127.0.0.1:53124/callback"))],
         vec![("redirect_uri", Some("http://evil.test/callback"))],
+        // The console's own client has no redirect URI registered.
+        vec![("client_id", Some("banlieue-console"))],
+        vec![
+            ("client_id", Some("banlieue-console")),
+            ("redirect_uri", Some("http://127.0.0.1:3000/oidc/callback")),
+            ("audience", Some("banlieue-console")),
+        ],
     ];
     for overrides in untrusted {
         let query = encode(&authorize_params(&overrides));

@@ -4,7 +4,7 @@ use super::CARD_CLASS;
 use super::sign_in::CredentialFields;
 use super::users::SECONDARY_BUTTON;
 use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton, submit_once};
-use crate::{AuthorizeClient, PageData, page_state, paths};
+use crate::{PageData, page_state, paths};
 
 /// The OIDC authorization page (SPEC §4): the console's sign-in card for a person who is
 /// not signed in, or a one-click confirmation for one who is. Both forms post the
@@ -16,14 +16,8 @@ pub fn Authorize() -> impl IntoView {
     let PageData::Authorize(view) = state.data else {
         return view! { <main /> }.into_any();
     };
-    let (client, detail) = match view.client {
-        AuthorizeClient::CommandLine => ("authorize-client-cli", "authorize-confirm-detail"),
-        AuthorizeClient::Console => (
-            "authorize-client-console",
-            "authorize-confirm-detail-console",
-        ),
-    };
-    let client = locale.t(client);
+    // The command-line tool is the one client with a redirect URI (the console has none).
+    let (client, detail) = (locale.t("authorize-client-cli"), "authorize-confirm-detail");
     let hidden = view
         .fields
         .iter()

@@ -96,7 +96,7 @@ impl AuthorizeRefusal {
 impl AuthorizationRequest {
     /// Validates the request parameters (query of `GET /oidc/authorize`, or the fields of
     /// its forms). Parameters that appear twice are refused (RFC 6749 §3.1).
-    pub fn parse(params: &[(String, String)], issuer_url: &str) -> Result<Self, AuthorizeRefusal> {
+    pub fn parse(params: &[(String, String)]) -> Result<Self, AuthorizeRefusal> {
         let mut seen: HashMap<&str, Vec<&str>> = HashMap::new();
         for (name, value) in params {
             seen.entry(name.as_str()).or_default().push(value.as_str());
@@ -112,7 +112,7 @@ impl AuthorizationRequest {
         let client = single("client_id")
             .ok()
             .flatten()
-            .and_then(|id| Client::find(id, issuer_url))
+            .and_then(Client::find)
             .ok_or(untrusted(UntrustedReason::UnknownClient))?;
         let redirect_uri = single("redirect_uri")
             .ok()
@@ -398,7 +398,7 @@ mod tests {
 
     #[test]
     fn a_complete_request_is_accepted_with_defaults() {
-        let request = AuthorizationRequest::parse(&params(&[]), ISSUER).unwrap();
+        let request = AuthorizationRequest::parse(&params(&[])).unwrap();
         assert_eq!(request.audience, "kubernetes");
         assert_eq!(request.scope, "openid offline_access");
         assert_eq!(request.redirect_origin(), "http://127.0.0.1:53124");
@@ -408,7 +408,6 @@ mod tests {
                 .into_iter()
                 .map(|(n, v)| (n.to_owned(), v))
                 .collect::<Vec<_>>(),
-            ISSUER,
         )
         .unwrap();
         assert_eq!(again, request);
@@ -422,7 +421,7 @@ mod tests {
             vec![("redirect_uri", Some("http://localhost:53124/callback"))],
             vec![("redirect_uri", None)],
         ] {
-            let refusal = AuthorizationRequest::parse(&params(&overrides), ISSUER).unwrap_err();
+            let refusal = AuthorizationRequest::parse(&params(&overrides)).unwrap_err();
             assert_eq!(refusal.location(ISSUER), None, "{overrides:?}");
         }
     }
@@ -439,7 +438,7 @@ mod tests {
             (vec![("code_challenge", Some("short"))], "invalid_request"),
         ];
         for (overrides, code) in cases {
-            let refusal = AuthorizationRequest::parse(&params(&overrides), ISSUER).unwrap_err();
+            let refusal = AuthorizationRequest::parse(&params(&overrides)).unwrap_err();
             assert_eq!(error_code(refusal), code, "{overrides:?}");
         }
     }
@@ -461,7 +460,7 @@ mod tests {
             (vec![("response_mode", Some("fragment"))], "invalid_request"),
         ];
         for (overrides, code) in cases {
-            let refusal = AuthorizationRequest::parse(&params(&overrides), ISSUER).unwrap_err();
+            let refusal = AuthorizationRequest::parse(&params(&overrides)).unwrap_err();
             let location = refusal.location(ISSUER).unwrap();
             assert!(
                 location.starts_with("http://127.0.0.1:53124/callback?error="),
@@ -476,8 +475,8 @@ mod tests {
     fn oversized_or_control_state_is_not_echoed() {
         let long = "s".repeat(513);
         for state in [long.as_str(), "a\u{1b}[31m"] {
-            let refusal = AuthorizationRequest::parse(&params(&[("state", Some(state))]), ISSUER)
-                .unwrap_err();
+            let refusal =
+                AuthorizationRequest::parse(&params(&[("state", Some(state))])).unwrap_err();
             assert_eq!(
                 refusal,
                 AuthorizeRefusal::Untrusted(UntrustedReason::MalformedState)
@@ -488,13 +487,11 @@ mod tests {
     #[test]
     fn prompt_login_and_max_age_ask_for_a_fresh_sign_in() {
         let now = OffsetDateTime::now_utc();
-        let request = AuthorizationRequest::parse(&params(&[]), ISSUER).unwrap();
+        let request = AuthorizationRequest::parse(&params(&[])).unwrap();
         assert!(!request.requires_sign_in(now - time::Duration::hours(1), now));
-        let login =
-            AuthorizationRequest::parse(&params(&[("prompt", Some("login"))]), ISSUER).unwrap();
+        let login = AuthorizationRequest::parse(&params(&[("prompt", Some("login"))])).unwrap();
         assert!(login.requires_sign_in(now, now));
-        let aged =
-            AuthorizationRequest::parse(&params(&[("max_age", Some("60"))]), ISSUER).unwrap();
+        let aged = AuthorizationRequest::parse(&params(&[("max_age", Some("60"))])).unwrap();
         assert!(!aged.requires_sign_in(now - time::Duration::seconds(30), now));
         assert!(aged.requires_sign_in(now - time::Duration::seconds(61), now));
     }
@@ -503,7 +500,7 @@ mod tests {
     fn repeated_parameters_are_refused() {
         let mut twice = params(&[]);
         twice.push(("scope".into(), "openid".into()));
-        let refusal = AuthorizationRequest::parse(&twice, ISSUER).unwrap_err();
+        let refusal = AuthorizationRequest::parse(&twice).unwrap_err();
         assert_eq!(error_code(refusal), "invalid_request");
     }
 }

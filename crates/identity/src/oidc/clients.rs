@@ -16,62 +16,50 @@ pub const CONSOLE_AUDIENCE: &str = "banlieue-console";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Client {
     pub id: &'static str,
-    /// What the confirmation page calls the client.
-    pub kind: ClientKind,
-    redirect: RedirectRule,
+    /// Takes the CLI's loopback redirect (RFC 8252 §7.3). A client without it has no
+    /// redirect URI registered, so no authorization request of it is ever honoured: the
+    /// console (SPEC §4, "its own browser use, if any") has none today.
+    loopback_redirect: bool,
     /// The audience when the request names none.
     pub default_audience: &'static str,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClientKind {
-    CommandLine,
-    Console,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum RedirectRule {
-    /// `http://127.0.0.1:<any port>/callback` (RFC 8252 §7.3).
-    Loopback,
-    Exact(String),
+    /// Every audience it may ask tokens for.
+    audiences: &'static [&'static str],
 }
 
 impl Client {
-    /// The registered client with this id, for an issuer at `issuer_url`.
-    pub fn find(id: &str, issuer_url: &str) -> Option<Self> {
+    /// The registered client with this id.
+    pub fn find(id: &str) -> Option<Self> {
         match id {
             CLI_CLIENT_ID => Some(Self {
                 id: CLI_CLIENT_ID,
-                kind: ClientKind::CommandLine,
-                redirect: RedirectRule::Loopback,
+                loopback_redirect: true,
                 default_audience: KUBERNETES_AUDIENCE,
+                audiences: &[KUBERNETES_AUDIENCE, CONSOLE_AUDIENCE],
             }),
             CONSOLE_CLIENT_ID => Some(Self {
                 id: CONSOLE_CLIENT_ID,
-                kind: ClientKind::Console,
-                redirect: RedirectRule::Exact(format!("{issuer_url}/oidc/callback")),
+                loopback_redirect: false,
                 default_audience: CONSOLE_AUDIENCE,
+                audiences: &[CONSOLE_AUDIENCE],
             }),
             _ => None,
         }
     }
 
-    /// Whether `redirect_uri` is registered for this client: an exact string match
-    /// (RFC 6749 §3.1.2.3), except the CLI's loopback redirect, which takes any port on the
-    /// literal `127.0.0.1` (RFC 8252 §7.3) with path `/callback` and nothing else. `[::1]`
+    /// Whether `redirect_uri` is registered for this client: the CLI's loopback redirect,
+    /// any port on the literal `127.0.0.1` (RFC 8252 §7.3) with path `/callback` and
+    /// nothing else, compared as an exact string once parsed (RFC 6749 §3.1.2.3). `[::1]`
     /// is refused on purpose: the CLI listens on 127.0.0.1 only, so one literal address
     /// keeps the rule exact; `localhost` is refused as RFC 8252 §8.3 advises (it may
     /// resolve elsewhere).
     pub fn accepts_redirect(&self, redirect_uri: &str) -> bool {
-        match &self.redirect {
-            RedirectRule::Exact(uri) => redirect_uri == uri,
-            RedirectRule::Loopback => is_cli_loopback(redirect_uri),
-        }
+        self.loopback_redirect && is_cli_loopback(redirect_uri)
     }
 
-    /// Whether the client may ask for tokens for `audience`.
+    /// Whether the client may ask for tokens for `audience`: the CLI for kubectl and for
+    /// the console's API, the console only for its own.
     pub fn accepts_audience(&self, audience: &str) -> bool {
-        matches!(audience, KUBERNETES_AUDIENCE | CONSOLE_AUDIENCE)
+        self.audiences.contains(&audience)
     }
 }
 
@@ -99,7 +87,7 @@ mod tests {
     use super::*;
 
     fn cli() -> Client {
-        Client::find(CLI_CLIENT_ID, "https://console.example").unwrap()
+        Client::find(CLI_CLIENT_ID).unwrap()
     }
 
     #[test]
@@ -134,16 +122,25 @@ mod tests {
     }
 
     #[test]
-    fn console_client_takes_its_exact_callback_only() {
-        let console = Client::find(CONSOLE_CLIENT_ID, "https://console.example").unwrap();
-        assert!(console.accepts_redirect("https://console.example/oidc/callback"));
-        assert!(!console.accepts_redirect("https://console.example/oidc/callback/"));
-        assert!(!console.accepts_redirect("http://127.0.0.1:53124/callback"));
+    fn the_console_client_has_no_redirect_and_only_its_own_audience() {
+        let console = Client::find(CONSOLE_CLIENT_ID).unwrap();
+        for uri in [
+            "https://console.example/oidc/callback",
+            "http://127.0.0.1:53124/callback",
+        ] {
+            assert!(!console.accepts_redirect(uri), "{uri}");
+        }
+        assert!(console.accepts_audience(CONSOLE_AUDIENCE));
+        assert!(!console.accepts_audience(KUBERNETES_AUDIENCE));
+        assert!(
+            cli().accepts_audience(KUBERNETES_AUDIENCE) && cli().accepts_audience(CONSOLE_AUDIENCE)
+        );
+        assert!(!cli().accepts_audience("other"));
     }
 
     #[test]
     fn unknown_clients_do_not_exist() {
-        assert_eq!(Client::find("kubectl", "https://x"), None);
-        assert_eq!(Client::find("", "https://x"), None);
+        assert_eq!(Client::find("kubectl"), None);
+        assert_eq!(Client::find(""), None);
     }
 }

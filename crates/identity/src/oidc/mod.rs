@@ -19,7 +19,7 @@ use time::OffsetDateTime;
 
 pub use authorize::{AuthorizationRequest, AuthorizeRefusal, Prompt, UntrustedReason};
 pub use clients::{
-    CLI_CLIENT_ID, CONSOLE_AUDIENCE, CONSOLE_CLIENT_ID, Client, ClientKind, KUBERNETES_AUDIENCE,
+    CLI_CLIENT_ID, CONSOLE_AUDIENCE, CONSOLE_CLIENT_ID, Client, KUBERNETES_AUDIENCE,
 };
 pub use error::{OAuthError, OAuthErrorCode};
 pub use keys::{KeyError, KeyPolicy, SigningKeys};

@@ -77,7 +77,7 @@ impl Issuer {
         now: OffsetDateTime,
     ) -> Result<TokenResponse, OAuthError> {
         let form = single_values(form)?;
-        let client = client_of(&form, &self.config.issuer_url)?;
+        let client = client_of(&form)?;
         match form.get("grant_type").copied() {
             Some("authorization_code") => self.exchange_code(&form, &client, source, now).await,
             Some("refresh_token") => self.refresh(&form, &client, source, now).await,
@@ -100,7 +100,7 @@ impl Issuer {
         now: OffsetDateTime,
     ) -> Result<(), OAuthError> {
         let form = single_values(form)?;
-        let client = client_of(&form, &self.config.issuer_url)?;
+        let client = client_of(&form)?;
         let token = form
             .get("token")
             .copied()
@@ -640,9 +640,9 @@ fn single_values(form: &[(String, String)]) -> Result<HashMap<&str, &str>, OAuth
     Ok(values)
 }
 
-fn client_of(form: &HashMap<&str, &str>, issuer_url: &str) -> Result<Client, OAuthError> {
+fn client_of(form: &HashMap<&str, &str>) -> Result<Client, OAuthError> {
     let id = form.get("client_id").copied().unwrap_or_default();
-    Client::find(id, issuer_url).ok_or_else(|| {
+    Client::find(id).ok_or_else(|| {
         OAuthError::new(
             OAuthErrorCode::InvalidClient,
             "client_id is missing or not registered",
