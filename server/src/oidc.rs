@@ -246,6 +246,7 @@ async fn render(
     feedback: Option<(AppError, std::collections::BTreeMap<String, String>)>,
 ) -> Response {
     let mut switch = authorization.form_fields();
+    switch.retain(|(name, _)| *name != "prompt");
     switch.push(("prompt", "login".to_owned()));
     state.page = Page::Authorize;
     state.data = PageData::Authorize(AuthorizeView {

@@ -787,6 +787,26 @@ async fn the_kubeconfig_is_served_only_when_a_cluster_is_configured() {
     assert!(response.body.contains("http://127.0.0.1:3000"));
 }
 
+/// The hidden fields of the page's first form that has any: the request as the page
+/// posts it back.
+fn hidden_fields(html: &str) -> Vec<(String, String)> {
+    const HIDDEN: &str = "<input type=\"hidden\" name=\"";
+    let start = html.find(HIDDEN).expect("a hidden field");
+    let form = &html[start
+        ..html[start..]
+            .find("</form>")
+            .map_or(html.len(), |end| start + end)];
+    form.split(HIDDEN)
+        .skip(1)
+        .map(|rest| {
+            let (name, rest) = rest.split_once('"').unwrap();
+            let value = rest.split("value=\"").nth(1).unwrap();
+            let value = value.split('"').next().unwrap();
+            (name.to_owned(), value.replace("&amp;", "&"))
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn prompt_login_and_max_age_ask_a_signed_in_person_to_sign_in_again() {
     let fx = Fixture::new().await;
@@ -802,6 +822,29 @@ async fn prompt_login_and_max_age_ask_a_signed_in_person_to_sign_in_again() {
             "{extra:?}: sign-in card"
         );
         assert!(!page.body.contains("Continue as"), "{extra:?}");
+        // What the page posts back keeps the request's demand: a confirmation sent with
+        // its fields, without signing in, gets the sign-in card again, not a code.
+        let mut fields = hidden_fields(&page.body);
+        assert!(
+            fields.contains(&(extra.0.to_owned(), extra.1.to_owned())),
+            "{extra:?} in {fields:?}"
+        );
+        fields.push(("decision".into(), "allow".into()));
+        let posted = fx
+            .app
+            .send(post_form(
+                "/oidc/authorize",
+                encode(&fields),
+                Some(&fx.cookie),
+            ))
+            .await;
+        assert_eq!(
+            posted.status,
+            StatusCode::OK,
+            "{extra:?}: {:?}",
+            posted.location()
+        );
+        assert!(posted.body.contains("name=\"password\""), "{extra:?}");
     }
     // The confirmation offers another account: the same request with prompt=login.
     let query = encode(&authorize_params(&[]));

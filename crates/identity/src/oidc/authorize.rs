@@ -260,6 +260,10 @@ impl AuthorizationRequest {
         fields.extend(self.state.clone().map(|s| ("state", s)));
         fields.extend(self.nonce.clone().map(|n| ("nonce", n)));
         fields.extend(self.max_age.map(|m| ("max_age", m.to_string())));
+        // A fresh sign-in the client asked for must survive the page's own POST.
+        if self.prompt == Prompt::Login {
+            fields.push(("prompt", "login".to_owned()));
+        }
         fields
     }
 
