@@ -142,6 +142,15 @@ pub struct Settings {
         default_value_t = 12
     )]
     pub refresh_token_lifetime_hours: u64,
+    /// Absolute lifetime of a browser session from its sign-in, in hours (1–720); 12 h
+    /// without a request end it sooner.
+    #[arg(
+        long,
+        global = true,
+        env = "BANLIEUE_SESSION_LIFETIME_HOURS",
+        default_value_t = 12
+    )]
+    pub session_lifetime_hours: u64,
     /// Minutes between publishing a new signing key in the JWKS and signing with it.
     #[arg(
         long,
@@ -259,6 +268,8 @@ pub struct Config {
     /// The OIDC issuer: `issuer_url` is `external_url`.
     pub issuer: IssuerConfig,
     pub signing_keys: KeyPolicy,
+    /// How long a browser session lasts from its sign-in, however active.
+    pub session_lifetime: Duration,
     /// The cluster for kubeconfig downloads, when configured.
     pub cluster: Option<ClusterAccess>,
     /// Where the console's own cluster credentials come from.
@@ -419,6 +430,14 @@ impl Settings {
                 "1–720 hours",
             )?,
         );
+        let session_lifetime = Duration::from_secs(
+            3600 * in_range(
+                "BANLIEUE_SESSION_LIFETIME_HOURS",
+                self.session_lifetime_hours,
+                1..=720,
+                "1–720 hours",
+            )?,
+        );
         let signing_keys = KeyPolicy {
             activation_delay: Duration::from_secs(
                 60 * in_range(
@@ -439,6 +458,7 @@ impl Settings {
             trusted_proxies: self.trusted_proxies()?,
             issuer,
             signing_keys,
+            session_lifetime,
             cluster: self.cluster()?,
             listen,
             database_url: self.database_url.clone(),
@@ -584,6 +604,7 @@ mod tests {
             log_format: LogFormat::Text,
             id_token_ttl_minutes: 5,
             refresh_token_lifetime_hours: 12,
+            session_lifetime_hours: 12,
             signing_key_activation_minutes: 10,
             cluster_server: None,
             cluster_ca_file: None,
@@ -662,6 +683,21 @@ mod tests {
         assert!(
             err.to_string().contains("BANLIEUE_ID_TOKEN_TTL_MINUTES"),
             "{err}"
+        );
+        for hours in [0, 721] {
+            let mut s = settings("127.0.0.1:3000", None);
+            s.session_lifetime_hours = hours;
+            let err = s.validate().unwrap_err().to_string();
+            assert!(
+                err.contains("BANLIEUE_SESSION_LIFETIME_HOURS") && err.contains("1–720 hours"),
+                "{err}"
+            );
+        }
+        let mut s = settings("127.0.0.1:3000", None);
+        s.session_lifetime_hours = 720;
+        assert_eq!(
+            s.validate().unwrap().session_lifetime,
+            Duration::from_secs(720 * 3600)
         );
         let mut s = settings("127.0.0.1:3000", None);
         s.signing_key_activation_minutes = 0;

@@ -37,11 +37,16 @@ pub async fn open_accounts(config: &Config) -> anyhow::Result<Arc<Accounts>> {
     let store = Store::open(&config.database_url)
         .await
         .context("cannot open the database (BANLIEUE_DATABASE_URL)")?;
-    Ok(Arc::new(Accounts::new(
-        store,
-        PasswordHasher::rfc9106_second_recommendation(),
-        ThrottlePolicy::default(),
-    )))
+    let session_lifetime =
+        time::Duration::try_from(config.session_lifetime).context("the session lifetime")?;
+    Ok(Arc::new(
+        Accounts::new(
+            store,
+            PasswordHasher::rfc9106_second_recommendation(),
+            ThrottlePolicy::default(),
+        )
+        .with_session_lifetime(session_lifetime),
+    ))
 }
 
 /// Creates the first admin and prints its password: the single line on stderr.

@@ -113,11 +113,16 @@ pub struct Accounts {
     throttle: SignInThrottle,
     cache: Mutex<HashMap<i64, (Instant, UserRecord)>>,
     cache_ttl: Duration,
+    session_lifetime: time::Duration,
     metrics: Arc<IdentityMetrics>,
 }
 
 /// How long a request may trust a cached user before re-reading it (SPEC §3: ≤ 10 s).
 pub const USER_CACHE_TTL: Duration = Duration::from_secs(10);
+
+/// How long a browser session lasts from its sign-in, however active (the inactivity
+/// timeout may end it sooner), unless [`Accounts::with_session_lifetime`] says otherwise.
+pub const SESSION_LIFETIME: time::Duration = time::Duration::hours(12);
 
 /// The actor name audit events use for the console itself.
 const SYSTEM_ACTOR: &str = "system";
@@ -130,8 +135,16 @@ impl Accounts {
             throttle: SignInThrottle::new(throttle),
             cache: Mutex::new(HashMap::new()),
             cache_ttl: USER_CACHE_TTL,
+            session_lifetime: SESSION_LIFETIME,
             metrics: Arc::default(),
         }
+    }
+
+    /// Replaces [`SESSION_LIFETIME`]: a session signed in longer ago ends, and the person
+    /// signs in again.
+    pub fn with_session_lifetime(mut self, lifetime: time::Duration) -> Self {
+        self.session_lifetime = lifetime;
+        self
     }
 
     /// Replaces [`USER_CACHE_TTL`]; tests use zero to see every change at once.
@@ -350,8 +363,9 @@ impl Accounts {
         })
     }
 
-    /// The user of a session, or `None` when it has ended: revoked (its row is gone), the
-    /// user is gone or disabled, or `not_before` moved past its sign-in. The user is read
+    /// The user of a session, or `None` when it has ended: revoked (its row is gone), its
+    /// sign-in is older than the session lifetime (the row is deleted then), the user is
+    /// gone or disabled, or `not_before` moved past its sign-in. The user is read
     /// at most every [`USER_CACHE_TTL`] (or the shorter TTL set), so a disable made by
     /// another replica ends the session within that time (at once on this replica); the
     /// session row is read on every request, so a revocation takes effect at once.
@@ -366,13 +380,17 @@ impl Accounts {
         if row.user_id != grant.user_id {
             return Ok(None);
         }
+        let now = OffsetDateTime::now_utc();
+        if now - grant.auth_time() >= self.session_lifetime {
+            self.close_session(grant).await?;
+            return Ok(None);
+        }
         let Some(user) = self.cached_user(grant.user_id).await? else {
             return Ok(None);
         };
         if user.disabled || grant.auth_time() < user.not_before {
             return Ok(None);
         }
-        let now = OffsetDateTime::now_utc();
         if now - row.last_seen_at >= LAST_SEEN_GRANULARITY {
             self.store
                 .touch_user_session(&grant.handle, now, &source.to_string())

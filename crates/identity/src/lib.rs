@@ -12,8 +12,8 @@ pub mod oidc;
 mod throttle;
 
 pub use accounts::{
-    Accounts, ChangePasswordError, IdentityError, SessionGrant, SignInAttempt, SignInError,
-    USER_CACHE_TTL, generate_password,
+    Accounts, ChangePasswordError, IdentityError, SESSION_LIFETIME, SessionGrant, SignInAttempt,
+    SignInError, USER_CACHE_TTL, generate_password,
 };
 pub use admin::{
     AUDIT_PER_PAGE, Actor, AdminError, MAX_PROFILE_FIELD, PasswordChoice, USERS_PER_PAGE,

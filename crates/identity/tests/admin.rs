@@ -267,6 +267,66 @@ async fn the_last_admin_is_protected_and_stale_edits_conflict() {
 }
 
 #[tokio::test]
+async fn a_session_ends_at_its_absolute_lifetime_however_active() {
+    let (accounts, _dir) = accounts().await;
+    let accounts = accounts.with_session_lifetime(time::Duration::milliseconds(600));
+    accounts
+        .create_user(
+            &Actor::Operator,
+            "alice",
+            &profile(&[]),
+            PasswordChoice::Typed("alice passphrase".into()),
+        )
+        .await
+        .unwrap();
+    let alice = accounts.user(&Actor::Operator, "alice").await.unwrap();
+    let signed_in = || {
+        accounts.open_session(
+            &alice,
+            SOURCE,
+            "Test",
+            time::OffsetDateTime::now_utc() + time::Duration::milliseconds(1),
+        )
+    };
+    let old = signed_in().await.unwrap();
+    // Requests every 100 ms keep it active; activity does not extend the lifetime.
+    let mut alive = 0;
+    for _ in 0..10 {
+        if accounts
+            .check_session(&old, SOURCE)
+            .await
+            .unwrap()
+            .is_some()
+        {
+            alive += 1;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!((1..10).contains(&alive), "alive for {alive} of 10 checks");
+    assert!(
+        accounts
+            .check_session(&old, SOURCE)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let recent = signed_in().await.unwrap();
+    assert!(
+        accounts
+            .check_session(&recent, SOURCE)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let listed = accounts.store().user_sessions_of(alice.id).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|s| s.handle.as_str()).collect::<Vec<_>>(),
+        [recent.handle.as_str()],
+        "the ended session leaves My sessions"
+    );
+}
+
+#[tokio::test]
 async fn reset_password_revokes_sessions_and_forces_a_change() {
     let (accounts, _dir) = accounts().await;
     accounts
