@@ -219,8 +219,9 @@ pub enum Access {
 /// The page access rules, enforced here and not only in the pages:
 /// - assets, health probes, metrics, the language switch and the sign-in page are public
 ///   (`/metrics` is meant for the cluster network only: README, "Metrics");
-/// - the OIDC issuer's endpoints and the kubeconfig are public (the authorization page
-///   handles signed-out and must-change users itself);
+/// - the OIDC issuer's endpoints and the kubeconfig pass (the authorization page handles
+///   signed-out and must-change users itself; the kubeconfig wants a session or a bearer
+///   token);
 /// - everything else needs a session (pages redirect to sign-in);
 /// - while the password must be changed, only the change-password page and sign-out work
 ///   (SPEC §3); pages redirect there, other requests get 403.

@@ -7,8 +7,8 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use banlieue_identity::oidc::{
-    AuthorizationRequest, AuthorizeRefusal, OAuthError, OAuthErrorCode, Prompt, UntrustedReason,
-    kubeconfig_yaml,
+    AuthorizationRequest, AuthorizeRefusal, BearerError, OAuthError, OAuthErrorCode, Prompt,
+    UntrustedReason, kubeconfig_yaml,
 };
 use banlieue_identity::{SessionGrant, SignInAttempt, SignInError};
 use time::OffsetDateTime;
@@ -214,15 +214,52 @@ pub async fn revoke(State(app): State<AppState>, request: Request) -> Response {
     }
 }
 
-/// `GET /kubeconfig`: the kubeconfig with the `banlieue` exec plugin. Public, as it holds
-/// no secret (the CLI downloads it before anyone is signed in).
+/// `GET /kubeconfig`: the kubeconfig with the `banlieue` exec plugin (no secret in it),
+/// for a signed-in person with a built-in role or a bearer ID token of this issuer for the
+/// console's audience (RFC 6750 §2.1; the CLI signs in first). A browser without a session
+/// is sent to sign in; any other caller gets 401 with `WWW-Authenticate: Bearer`.
 pub async fn kubeconfig(State(app): State<AppState>, request: Request) -> Response {
+    let locale = page_state(request.extensions()).locale;
     let Some(cluster) = &app.config.cluster else {
-        return error_page(
-            page_state(request.extensions()).locale,
-            &AppError::NoClusterConfigured,
-        );
+        return error_page(locale, &AppError::NoClusterConfigured);
     };
+    let bearer = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let signed_in = request.extensions().get::<CurrentUser>().map(|c| &c.0);
+    let allowed = match (bearer, signed_in) {
+        (Some(token), _) => match app
+            .issuer
+            .verify_console_token(token, OffsetDateTime::now_utc())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(BearerError::InvalidToken(why)) => {
+                return bearer_challenge(Some(("invalid_token", &why)));
+            }
+            Err(BearerError::Forbidden(why)) => Err((StatusCode::FORBIDDEN, why.to_owned())),
+            Err(BearerError::Internal(why)) => {
+                return internal_error(locale, &anyhow::anyhow!(why));
+            }
+        },
+        (None, Some(user)) if user.must_change_password => {
+            return Redirect::to(paths::CHANGE_PASSWORD).into_response();
+        }
+        (None, Some(user)) if !holds_builtin_role(user) => {
+            return error_page(locale, &AppError::Forbidden);
+        }
+        (None, Some(_)) => Ok(()),
+        (None, None) if accepts_html(&request) => {
+            return Redirect::to(paths::SIGN_IN).into_response();
+        }
+        (None, None) => return bearer_challenge(None),
+    };
+    if let Err((status, why)) = allowed {
+        return (status, [(header::CACHE_CONTROL, "no-store")], why).into_response();
+    }
     let yaml = kubeconfig_yaml(cluster, &app.config.external_url);
     (
         [
@@ -231,11 +268,53 @@ pub async fn kubeconfig(State(app): State<AppState>, request: Request) -> Respon
                 header::CONTENT_DISPOSITION,
                 "attachment; filename=\"banlieue.kubeconfig\"",
             ),
-            (header::CACHE_CONTROL, "no-cache"),
+            (header::CACHE_CONTROL, "no-store"),
         ],
         yaml,
     )
         .into_response()
+}
+
+/// Viewer or better: each built-in role includes viewer.
+fn holds_builtin_role(user: &banlieue_store::UserRecord) -> bool {
+    user.roles
+        .iter()
+        .any(|role| banlieue_domain::BuiltinRole::parse(role.as_str()).is_some())
+}
+
+fn accepts_html(request: &Request) -> bool {
+    request
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/html"))
+}
+
+/// `401` asking for a bearer token (RFC 6750 §3), with the error when one was refused.
+fn bearer_challenge(error: Option<(&str, &str)>) -> Response {
+    let challenge = match error {
+        None => "Bearer realm=\"banlieue-console\"".to_owned(),
+        Some((code, description)) => format!(
+            "Bearer realm=\"banlieue-console\", error=\"{code}\", error_description=\"{}\"",
+            description.replace(['"', '\\'], "'")
+        ),
+    };
+    let body = match error {
+        None => "sign in first: `banlieue auth kubeconfig --issuer <this console>` does".to_owned(),
+        Some((_, description)) => description.to_owned(),
+    };
+    let mut response = (
+        StatusCode::UNAUTHORIZED,
+        [(header::CACHE_CONTROL, "no-store")],
+        body,
+    )
+        .into_response();
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
 }
 
 async fn render(

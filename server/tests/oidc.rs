@@ -67,7 +67,11 @@ struct Fixture {
 
 impl Fixture {
     async fn new() -> Self {
-        let app = TestApp::new().await;
+        Self::on(TestApp::new().await).await
+    }
+
+    /// alice, a developer, signed in on `app`.
+    async fn on(app: TestApp) -> Self {
         app.create_user("alice", PASSWORD, &["developer"], false)
             .await;
         let cookie = app.sign_in("alice", PASSWORD).await;
@@ -773,8 +777,10 @@ async fn the_kubeconfig_is_served_only_when_a_cluster_is_configured() {
     let missing = app.send(get("/kubeconfig", None)).await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
 
-    let app = TestApp::with_args(&["--cluster-server", "https://k8s.example:6443"]).await;
-    let response = app.send(get("/kubeconfig", None)).await;
+    let fx =
+        Fixture::on(TestApp::with_args(&["--cluster-server", "https://k8s.example:6443"]).await)
+            .await;
+    let response = fx.app.send(get("/kubeconfig", Some(&fx.cookie))).await;
     assert_eq!(response.status, StatusCode::OK);
     assert!(
         response
@@ -785,6 +791,106 @@ async fn the_kubeconfig_is_served_only_when_a_cluster_is_configured() {
     assert!(response.body.contains("server: https://k8s.example:6443"));
     assert!(response.body.contains("command: banlieue"));
     assert!(response.body.contains("http://127.0.0.1:3000"));
+}
+
+/// `GET /kubeconfig` with `authorization`.
+fn kubeconfig_with(authorization: &str) -> Request<Body> {
+    Request::get("/kubeconfig")
+        .header(header::AUTHORIZATION, authorization)
+        .body(Body::empty())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_kubeconfig_wants_a_session_or_a_console_bearer_token_of_a_viewer_or_better() {
+    let fx =
+        Fixture::on(TestApp::with_args(&["--cluster-server", "https://k8s.example:6443"]).await)
+            .await;
+    // Nobody: a program is asked for a bearer token, a browser is sent to sign in.
+    let anonymous = fx.app.send(get("/kubeconfig", None)).await;
+    assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
+    assert!(
+        anonymous
+            .header("www-authenticate")
+            .unwrap()
+            .starts_with("Bearer realm=\"banlieue-console\""),
+        "{:?}",
+        anonymous.header("www-authenticate")
+    );
+    let browser = fx
+        .app
+        .send(
+            Request::get("/kubeconfig")
+                .header(header::ACCEPT, "text/html,application/xhtml+xml")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(browser.status, StatusCode::SEE_OTHER);
+    assert_eq!(browser.location(), Some("/sign-in"));
+
+    // A console-audience ID token of alice (developer) is a bearer.
+    let console_token = {
+        let code = fx
+            .code(&authorize_params(&[("audience", Some("banlieue-console"))]))
+            .await;
+        let (_, body) = fx.exchange(&code, Some(VERIFIER)).await;
+        body["id_token"].as_str().unwrap().to_owned()
+    };
+    let served = fx
+        .app
+        .send(kubeconfig_with(&format!("Bearer {console_token}")))
+        .await;
+    assert_eq!(served.status, StatusCode::OK, "{}", served.body);
+    assert!(served.body.contains("command: banlieue"));
+
+    // Not a console token: kubectl's audience, a forged signature, garbage.
+    let kubectl_token = fx.tokens().await["id_token"].as_str().unwrap().to_owned();
+    let mut forged = console_token.clone();
+    forged.truncate(forged.len() - 4);
+    forged.push_str("AAAA");
+    for (case, token) in [
+        ("the kubernetes audience", kubectl_token.as_str()),
+        ("a forged signature", forged.as_str()),
+        ("not a JWT", "not-a-token"),
+    ] {
+        let refused = fx
+            .app
+            .send(kubeconfig_with(&format!("Bearer {token}")))
+            .await;
+        assert_eq!(
+            refused.status,
+            StatusCode::UNAUTHORIZED,
+            "{case}: {}",
+            refused.body
+        );
+        assert!(
+            refused
+                .header("www-authenticate")
+                .unwrap()
+                .contains("error=\"invalid_token\""),
+            "{case}"
+        );
+    }
+
+    // A person without a built-in role, signed in or with a valid token, is refused.
+    fx.app.create_user("nora", PASSWORD, &[], false).await;
+    let nora = fx.app.sign_in("nora", PASSWORD).await;
+    let refused = fx.app.send(get("/kubeconfig", Some(&nora))).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+
+    // A valid token of someone disabled since: refused.
+    let alice = fx.app.user("alice").await;
+    fx.app
+        .store()
+        .set_disabled(alice.id, true, OffsetDateTime::now_utc())
+        .await
+        .unwrap();
+    let refused = fx
+        .app
+        .send(kubeconfig_with(&format!("Bearer {console_token}")))
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
 }
 
 /// The hidden fields of the page's first form that has any: the request as the page

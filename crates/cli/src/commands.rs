@@ -414,23 +414,36 @@ pub fn status(opts: &Options) -> Result<()> {
     Ok(())
 }
 
-/// `banlieue auth kubeconfig`: `GET {issuer}/kubeconfig` and print it, or write it to `out`
-/// atomically with mode 0600 (refusing to replace an existing file unless `force`).
+/// The audience of the console's own API: what `/kubeconfig` wants a bearer token for.
+const CONSOLE_AUDIENCE: &str = "banlieue-console";
+
+/// `banlieue auth kubeconfig`: signs in for the console's own audience (the cached session
+/// for it, else the browser), then `GET {issuer}/kubeconfig` with that ID token as bearer
+/// (RFC 6750), and prints it, or writes it to `out` atomically with mode 0600 (refusing to
+/// replace an existing file unless `force`).
 ///
 /// # Errors
-/// [`Error::Network`] / [`Error::Protocol`] for a failed download, [`Error::WouldOverwrite`],
-/// [`Error::Io`].
+/// Those of the sign-in and of the cache; [`Error::Network`] / [`Error::Protocol`] for a
+/// failed download, [`Error::WouldOverwrite`], [`Error::Io`].
 pub async fn kubeconfig(opts: &Options, out: Option<&Path>, force: bool) -> Result<()> {
-    let settings = opts.settings()?;
+    let mut settings = opts.settings()?;
+    settings.audience = CONSOLE_AUDIENCE.to_owned();
     if let Some(path) = out.filter(|p| !force && p.exists()) {
-        // Checked again, atomically, when writing; this only spares a useless download.
+        // Checked again, atomically, when writing; this only spares a useless sign-in.
         return Err(Error::WouldOverwrite(path.to_path_buf()));
     }
-    let http = build_client(opts.ca_file.as_deref())?;
     let url = join(&settings.issuer, "kubeconfig");
+    let key = key_of(&settings);
+    let cache = Cache::locate()?;
+    cache.ensure_dirs()?;
+    let slot = cache.slot(&key);
+    let source = LiveSource::new(opts, settings)?;
+    let entry = obtain(&slot, &key, &source, now, true, opts.lock_wait()).await?;
+    let http = build_client(opts.ca_file.as_deref())?;
     let response = http
         .get(&url)
         .header("accept", "application/yaml")
+        .bearer_auth(&entry.id_token)
         .send()
         .await
         .map_err(|e| Error::Network {

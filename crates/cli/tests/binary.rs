@@ -27,17 +27,22 @@ fn stderr(o: &Output) -> String {
 }
 
 fn seed(config: &Path, issuer: &str, exp: i64, rt: Option<&str>) -> Entry {
+    seed_for(config, issuer, "kubernetes", exp, rt)
+}
+
+/// A cached session of alice at `issuer` for `audience`.
+fn seed_for(config: &Path, issuer: &str, audience: &str, exp: i64, rt: Option<&str>) -> Entry {
     let cache = Cache::at(config);
     cache.ensure_dirs().unwrap();
     let key = CacheKey {
         issuer: issuer.into(),
         client_id: "banlieue-cli".into(),
-        audience: "kubernetes".into(),
+        audience: audience.into(),
     };
     let entry = Entry {
         issuer: issuer.into(),
         client_id: "banlieue-cli".into(),
-        audience: "kubernetes".into(),
+        audience: audience.into(),
         id_token: "eyJhbGciOiJSUzI1NiJ9.e30.c2ln".into(),
         expires_at: exp,
         refresh_token: rt.map(Into::into),
@@ -207,7 +212,14 @@ fn serve_kubeconfig(
             let mut buf = [0u8; 4096];
             let k = s.read(&mut buf).unwrap();
             let req = String::from_utf8_lossy(&buf[..k]).into_owned();
-            lines.push(req.lines().next().unwrap_or_default().to_string());
+            let authorization = req
+                .lines()
+                .find_map(|l| l.strip_prefix("authorization: "))
+                .unwrap_or("none");
+            lines.push(format!(
+                "{} with {authorization}",
+                req.lines().next().unwrap_or_default()
+            ));
             write!(
                 s,
                 "HTTP/1.1 200 OK\r\ncontent-type: application/yaml\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -225,7 +237,9 @@ fn kubeconfig_to_stdout_and_to_a_private_file() {
     const YAML: &str = "apiVersion: v1\nkind: Config\n";
     let dir = tempfile::tempdir().unwrap();
     let (base, server) = serve_kubeconfig(YAML, 3);
+    // Signed in for the console's own audience: that ID token is the bearer.
     let issuer = format!("{base}/");
+    let session = seed_for(dir.path(), &issuer, "banlieue-console", now() + 600, None);
     let o = run(
         dir.path(),
         &["auth", "kubeconfig", "--issuer", &issuer],
@@ -274,10 +288,8 @@ fn kubeconfig_to_stdout_and_to_a_private_file() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), YAML);
     let requests = server.join().unwrap();
-    assert!(
-        requests.iter().all(|l| l == "GET /kubeconfig HTTP/1.1"),
-        "{requests:?}"
-    );
+    let expected = format!("GET /kubeconfig HTTP/1.1 with Bearer {}", session.id_token);
+    assert!(requests.iter().all(|l| *l == expected), "{requests:?}");
 }
 
 /// What a fake issuer answers for one path: status, content type, body.
@@ -503,6 +515,7 @@ fn an_issuer_with_a_trailing_slash_gets_a_hint() {
 fn kubeconfig_shows_what_the_console_said() {
     let dir = tempfile::tempdir().unwrap();
     let issuer = fake_issuer(refusing_issuer);
+    seed_for(dir.path(), &issuer, "banlieue-console", now() + 600, None);
     let o = run(
         dir.path(),
         &["auth", "kubeconfig", "--issuer", &issuer],

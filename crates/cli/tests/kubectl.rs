@@ -1,5 +1,5 @@
-//! The whole path of SPEC §4 with the real programs: the console's issuer serves a
-//! kubeconfig, `banlieue auth login` signs alice in through the authorization page, and
+//! The whole path of SPEC §4 with the real programs: `banlieue auth kubeconfig` signs alice
+//! in and downloads the kubeconfig, `banlieue auth login` signs her in for kubectl, and
 //! the real `kubectl` runs `banlieue auth token` as its exec plugin against the Kubernetes
 //! emulator, which verifies the token with our issuer's JWKS and maps it to
 //! `console:alice` (`kubectl auth whoami`).
@@ -34,11 +34,10 @@ async fn kubectl_runs_the_plugin_and_the_cluster_sees_alice() {
         command
     };
 
-    let download = cli(&["auth", "kubeconfig", "--issuer", &issuer, "--out"])
-        .arg(&kubeconfig)
-        .output()
-        .unwrap();
-    assert!(download.status.success(), "{download:?}");
+    // The download signs in first (for the console's own audience).
+    let mut download = cli(&["auth", "kubeconfig", "--issuer", &issuer, "--out"]);
+    download.arg(&kubeconfig);
+    log_in_as_alice(download, &issuer, None).await;
     let text = std::fs::read_to_string(&kubeconfig).unwrap();
     assert!(!text.contains("token:"), "no secret in the kubeconfig");
 

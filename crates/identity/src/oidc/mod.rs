@@ -5,6 +5,7 @@
 //! The HTTP surface lives in the server; this module holds the rules and the state.
 
 mod authorize;
+mod bearer;
 mod clients;
 mod current_tokens;
 mod error;
@@ -18,6 +19,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 pub use authorize::{AuthorizationRequest, AuthorizeRefusal, Prompt, UntrustedReason};
+pub use bearer::BearerError;
 pub use clients::{
     CLI_CLIENT_ID, CONSOLE_AUDIENCE, CONSOLE_CLIENT_ID, Client, KUBERNETES_AUDIENCE,
 };
