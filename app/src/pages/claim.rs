@@ -122,6 +122,10 @@ fn Attestation(
     locale: Locale,
 ) -> impl IntoView {
     let card = "rounded-2xl border border-slate-200 bg-white p-6 shadow-sm dark:border-slate-800 dark:bg-slate-900";
+    // Before the bind; once Bound, the verdict says why there is none.
+    let none = (certificates.is_empty() && verdict.is_none()).then(|| {
+        view! { <p class="text-sm text-slate-500" data-testid="attestation-none">{locale.t("claim-attestation-none")}</p> }
+    });
     let banner = verdict.map(|verdict| {
         let (key, color) = if verdict.verified {
             (
@@ -140,9 +144,6 @@ fn Attestation(
                 <p class="mt-1 break-words font-mono text-xs">{format!("{}: {}", verdict.reason, verdict.message)}</p>
             </div>
         }
-    });
-    let none = (certificates.is_empty()).then(|| {
-        view! { <p class="text-sm text-slate-500" data-testid="attestation-none">{locale.t("claim-attestation-none")}</p> }
     });
     let label = "text-xs font-medium uppercase tracking-wide text-slate-500";
     let items = certificates

@@ -14,6 +14,15 @@ use rustls_pki_types::{CertificateDer, TrustAnchor, UnixTime};
 use time::OffsetDateTime;
 use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 
+/// How a banlieue VM is named in its EK certificate's subject alternative name:
+/// `urn:banlieue:vm:<namespace>:<name>:<uid>`.
+pub const VM_IDENTITY_PREFIX: &str = "urn:banlieue:vm:";
+
+/// The URI naming the VM `namespace/name` with `uid` in its EK certificate.
+pub fn vm_identity(namespace: &str, name: &str, uid: &str) -> String {
+    format!("{VM_IDENTITY_PREFIX}{namespace}:{name}:{uid}")
+}
+
 /// DER value of TCG's `tcg-kp-EKCertificate` extended key usage, 2.23.133.8.1 (TCG EK
 /// Credential Profile, section 3.2.16).
 pub const TCG_KP_EK_CERTIFICATE: &[u8] = &[0x67, 0x81, 0x05, 0x08, 0x01];
@@ -28,7 +37,7 @@ pub mod reason {
     pub const PROVIDER_NOT_FOUND: &str = "ProviderNotFound";
     /// The provider has no (readable) `spec.attestation.ekTrustBundle`.
     pub const NO_TRUST_BUNDLE: &str = "NoTrustBundle";
-    /// A certificate is unreadable or does not chain to the bundle.
+    /// A certificate is unreadable, names another VM, or does not chain to the bundle.
     pub const UNTRUSTED: &str = "UntrustedCertificate";
 }
 
@@ -53,18 +62,29 @@ pub struct EndorsementCertificate {
     /// SHA-256 of the DER certificate, upper-case hex in colon-separated pairs (as
     /// `openssl x509 -fingerprint -sha256` prints it).
     pub fingerprint_sha256: String,
-    /// The issuer's distinguished name (RFC 4514 form).
+    /// The issuer's distinguished name as x509-parser prints it (`CN=…, O=…`, in the
+    /// certificate's order).
     pub issuer: String,
     /// The subject alternative names that are URIs: the VM's identity.
     pub identities: Vec<String>,
 }
 
 impl EndorsementCertificate {
-    /// Reads one PEM `CERTIFICATE` block.
+    /// Reads exactly one PEM `CERTIFICATE` block and nothing else (so nothing else, such
+    /// as a key, is ever mirrored along with it).
     ///
     /// Errors: [`AttestationError::Unreadable`].
     pub fn from_pem(pem: &str) -> Result<Self, AttestationError> {
-        let der = CertificateDer::from_pem_slice(pem.as_bytes())
+        let text = pem.trim();
+        if text.matches("-----BEGIN ").count() != 1
+            || !text.starts_with("-----BEGIN CERTIFICATE-----")
+            || !text.ends_with("-----END CERTIFICATE-----")
+        {
+            return Err(AttestationError::Unreadable(
+                "not exactly one PEM CERTIFICATE block".into(),
+            ));
+        }
+        let der = CertificateDer::from_pem_slice(text.as_bytes())
             .map_err(|e| AttestationError::Unreadable(e.to_string()))?;
         let (rest, parsed) = X509Certificate::from_der(&der)
             .map_err(|e| AttestationError::Unreadable(e.to_string()))?;
@@ -105,10 +125,12 @@ pub struct TrustBundle {
 }
 
 impl TrustBundle {
-    /// Reads every PEM `CERTIFICATE` block of `pem` (other blocks are skipped).
+    /// Reads every PEM `CERTIFICATE` block of `pem` (blocks of other kinds are skipped).
+    /// A malformed certificate block makes the whole bundle unusable: a broken bundle
+    /// fails closed, and the condition says why.
     ///
-    /// Errors: [`AttestationError::NoTrustAnchor`] when a block is malformed or none is a
-    /// certificate.
+    /// Errors: [`AttestationError::NoTrustAnchor`] when a certificate block is malformed
+    /// or there is none.
     pub fn from_pem(pem: &str) -> Result<Self, AttestationError> {
         let mut anchors = Vec::new();
         for der in CertificateDer::pem_slice_iter(pem.as_bytes()) {
@@ -153,11 +175,15 @@ impl TrustBundle {
 }
 
 /// The verdict on a bound member's EK certificates: `(trusted, reason, message)` for the
-/// claim's `EndorsementVerified` condition. `bundle` is the provider's
-/// `spec.attestation.ekTrustBundle`, `None` when the provider has none; `provider` is its
-/// name, `provider_found` whether it exists.
+/// claim's `EndorsementVerified` condition. `identity` is the member's
+/// [`vm_identity`]: a certificate naming another banlieue VM is not its own (one copied
+/// from elsewhere), while certificates naming no banlieue VM (a real vendor's EK) are
+/// judged by their chain alone. `bundle` is the provider's `spec.attestation.ekTrustBundle`,
+/// `None` when the provider has none; `provider` is its name, `provider_found` whether it
+/// exists.
 pub fn verdict(
     certificates: &[String],
+    identity: &str,
     provider: &str,
     provider_found: bool,
     bundle: Option<&str>,
@@ -200,6 +226,15 @@ pub fn verdict(
             Err(error) => return Some(error.to_string()),
         };
         let fingerprint = &certificate.fingerprint_sha256;
+        if let Some(other) = certificate
+            .identities
+            .iter()
+            .find(|uri| uri.starts_with(VM_IDENTITY_PREFIX) && *uri != identity)
+        {
+            return Some(format!(
+                "SHA-256 {fingerprint} names another VirtualMachine ({other})"
+            ));
+        }
         bundle
             .verify(&certificate, now)
             .err()
@@ -257,7 +292,7 @@ mod tests {
         let forged = other.issue("urn:vm", now).unwrap();
         let bundle = Some(ca.certificate_pem());
         let case = |certs: &[String], found: bool, bundle: Option<&str>| {
-            verdict(certs, "sim", found, bundle, now)
+            verdict(certs, "urn:vm", "sim", found, bundle, now)
         };
         let only_good = std::slice::from_ref(&good);
         assert_eq!(case(&[], true, bundle).1, reason::NO_CERTIFICATE);
@@ -288,7 +323,44 @@ mod tests {
         );
         // A bundle with a rotated-out CA beside the current one still verifies.
         let both = format!("{}{}", other.certificate_pem(), ca.certificate_pem());
-        assert!(case(&[good], true, Some(&both)).0);
+        assert!(case(only_good, true, Some(&both)).0);
+        // Another banlieue VM's certificate, even of the right CA, is not this one's.
+        let elsewhere = ca.issue(&vm_identity("ns", "other", "u2"), now).unwrap();
+        let (trusted, reason, message) = case(&[elsewhere], true, bundle);
+        assert!(!trusted && reason == reason::UNTRUSTED, "{message}");
+        assert!(
+            message.contains("names another VirtualMachine (urn:banlieue:vm:ns:other:u2)"),
+            "{message}"
+        );
+        let mine = ca.issue(&vm_identity("ns", "mine", "u1"), now).unwrap();
+        let (trusted, _, message) = verdict(
+            &[mine],
+            &vm_identity("ns", "mine", "u1"),
+            "sim",
+            true,
+            bundle,
+            now,
+        );
+        assert!(trusted, "{message}");
+    }
+
+    #[test]
+    fn a_certificate_entry_is_one_certificate_block_and_nothing_else() {
+        let now = OffsetDateTime::now_utc();
+        let ca = EkAuthority::generate(now).unwrap();
+        let good = ca.issue("urn:vm", now).unwrap();
+        let key =
+            "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----\n";
+        for bad in [
+            format!("{key}{good}"),
+            format!("{good}{key}"),
+            format!("{good}{good}"),
+            key.to_owned(),
+            String::new(),
+        ] {
+            assert!(EndorsementCertificate::from_pem(&bad).is_err(), "{bad}");
+        }
+        assert!(EndorsementCertificate::from_pem(&format!("\n{good}\n")).is_ok());
     }
 
     #[test]

@@ -390,15 +390,24 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    /// What the claim mirrors from `vm` (its bound member; `None`: nothing to mirror yet),
-    /// with the EK certificates checked against the trust bundle of `vm`'s provider at
-    /// `now`. The condition keeps its `lastTransitionTime` while its status holds.
+    /// What the claim mirrors from `vm` (its bound member; `None`: nothing, as once it is
+    /// released): its addresses and each of its EK certificates that is one PEM
+    /// certificate and nothing else, checked against the trust bundle of `vm`'s provider at
+    /// `now`. The `EndorsementVerified` condition keeps its `lastTransitionTime` while its
+    /// status holds; conditions of other types are kept as they are.
     fn mirror(&self, vm: Option<&VirtualMachine>, now: OffsetDateTime) -> Mirror {
+        let mut conditions: Vec<Condition> = self
+            .status
+            .conditions
+            .iter()
+            .filter(|c| c.type_ != ENDORSEMENT_VERIFIED_CONDITION)
+            .cloned()
+            .collect();
         let Some(vm) = vm else {
             return Mirror {
                 addresses: Vec::new(),
                 certificates: Vec::new(),
-                conditions: Vec::new(),
+                conditions,
             };
         };
         let vm_status = vm.status.clone().unwrap_or_default();
@@ -408,8 +417,14 @@ impl Writer<'_> {
             .as_ref()
             .and_then(|p| p.spec.attestation.as_ref())
             .map(|a| a.ek_trust_bundle.as_str());
+        let identity = attestation::vm_identity(
+            &vm.namespace().unwrap_or_default(),
+            &vm.name_any(),
+            vm.uid().as_deref().unwrap_or_default(),
+        );
         let (trusted, reason, message) = attestation::verdict(
             &vm_status.tpm_endorsement_certificates,
+            &identity,
             provider_name,
             provider.is_some(),
             bundle,
@@ -423,17 +438,22 @@ impl Writer<'_> {
             .find(|c| c.type_ == ENDORSEMENT_VERIFIED_CONDITION && c.status == status)
             .map(|c| c.last_transition_time.clone())
             .unwrap_or_else(|| to_time(now));
+        conditions.push(Condition {
+            type_: ENDORSEMENT_VERIFIED_CONDITION.to_owned(),
+            status: status.to_owned(),
+            reason: reason.to_owned(),
+            message,
+            last_transition_time: since,
+            observed_generation: self.claim.metadata.generation,
+        });
         Mirror {
             addresses: vm_status.addresses,
-            certificates: vm_status.tpm_endorsement_certificates,
-            conditions: vec![Condition {
-                type_: ENDORSEMENT_VERIFIED_CONDITION.to_owned(),
-                status: status.to_owned(),
-                reason: reason.to_owned(),
-                message,
-                last_transition_time: since,
-                observed_generation: self.claim.metadata.generation,
-            }],
+            certificates: vm_status
+                .tpm_endorsement_certificates
+                .into_iter()
+                .filter(|pem| attestation::EndorsementCertificate::from_pem(pem).is_ok())
+                .collect(),
+            conditions,
         }
     }
 

@@ -347,9 +347,10 @@ pub struct VirtualMachineClaimStatus {
     /// reading the claim finds them; cleared on release.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tpm_endorsement_certificates: Vec<String>,
-    /// While Bound, [`ENDORSEMENT_VERIFIED_CONDITION`]: whether every mirrored EK
-    /// certificate chains to the member's provider's `ekTrustBundle`.
+    /// While Bound, `EndorsementVerified`: whether every EK certificate of the member is its
+    /// own and chains to its provider's `ekTrustBundle`. One condition per type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 }
 

@@ -181,17 +181,7 @@ pub async fn reconcile_pool(
         .providers
         .get(&ObjectRef::new(&spec.provider_ref))
         .is_some();
-    let (progressing, reason, message) = if !provider_found {
-        (
-            "False",
-            "ProviderNotFound",
-            format!(
-                "VirtualMachineProvider {} does not exist: members stay Provisioning until it \
-                 does",
-                spec.provider_ref
-            ),
-        )
-    } else if stuck > 0 || failed > 0 {
+    let (progressing, reason, message) = if stuck > 0 || failed > 0 {
         (
             "False",
             if failed > 0 {
@@ -202,6 +192,17 @@ pub async fn reconcile_pool(
             format!(
                 "{stuck} members not Ready after {deadline}s and {failed} Failed; they are not \
                  replaced automatically: check provider {} and delete them",
+                spec.provider_ref
+            ),
+        )
+    } else if !provider_found {
+        (
+            "False",
+            "ProviderNotFound",
+            format!(
+                "VirtualMachineProvider {} does not exist: install the provider, or name one \
+                 that exists in providerRef (no EK certificate of these members can be checked \
+                 meanwhile)",
                 spec.provider_ref
             ),
         )

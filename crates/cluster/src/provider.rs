@@ -16,9 +16,11 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use serde_json::json;
 
+use crate::attestation::vm_identity;
 use crate::convert::{self, from_time, to_time};
 use crate::crd::{
-    ProviderAttestation, VirtualMachine, VirtualMachineProvider, VirtualMachineProviderSpec,
+    CLAIM_LABEL, ProviderAttestation, VirtualMachine, VirtualMachineProvider,
+    VirtualMachineProviderSpec,
 };
 use crate::ek_authority::EkAuthority;
 use crate::error::{Error, is_status};
@@ -59,12 +61,6 @@ pub struct ProviderContext {
     pub authority: Arc<EkAuthority>,
     /// Counters.
     pub metrics: Arc<Metrics>,
-}
-
-/// The URI a VM's EK certificate names it by (subject alternative name):
-/// `urn:banlieue:vm:<namespace>:<name>:<uid>`.
-pub fn vm_identity(namespace: &str, name: &str, uid: &str) -> String {
-    format!("urn:banlieue:vm:{namespace}:{name}:{uid}")
 }
 
 /// Makes sure the `VirtualMachineProvider` [`SIMULATED_PROVIDER`] exists and its
@@ -134,7 +130,7 @@ pub async fn publish_provider(client: &Client, authority: &EkAuthority) -> Resul
 }
 
 /// Whether the PEM `bundle` holds the certificate `certificate` (compared as DER).
-fn holds_certificate(bundle: &str, certificate: &str) -> bool {
+pub(crate) fn holds_certificate(bundle: &str, certificate: &str) -> bool {
     let Ok(wanted) = CertificateDer::from_pem_slice(certificate.as_bytes()) else {
         return false;
     };
@@ -221,15 +217,20 @@ pub async fn reconcile_vm(
             write(json!({"status": {"phase": "Provisioning"}}), true).await?;
         }
         Some("Provisioning") => {}
-        // A VM made Ready before this provider issued EK certificates gets one now.
-        Some("Ready") if !published => {
+        // A VM made Ready before this provider issued EK certificates gets one now, unless
+        // it is held by a claim: a vTPM's identity never changes under its holder. The
+        // resourceVersion keeps a stale copy from replacing one published meanwhile.
+        Some("Ready") if !published && !vm.labels().contains_key(CLAIM_LABEL) => {
             let certificate = ctx.authority.issue(&identity(&vm, &namespace), now)?;
-            write(
-                json!({"status": {"tpmEndorsementCertificates": [certificate]}}),
+            let written = write(
+                json!({
+                    "metadata": {"resourceVersion": vm.resource_version()},
+                    "status": {"tpmEndorsementCertificates": [certificate]},
+                }),
                 true,
             )
             .await?;
-            return Ok(Action::await_change());
+            return Ok(settled(written));
         }
         Some(_) => return Ok(Action::await_change()),
     }
@@ -246,7 +247,9 @@ pub async fn reconcile_vm(
         return Ok(Action::requeue(ready_after - age));
     }
     let certificate = ctx.authority.issue(&identity(&vm, &namespace), now)?;
-    let patch = json!({"status": {
+    let patch = json!({
+        "metadata": {"resourceVersion": vm.resource_version()},
+        "status": {
         "phase": "Ready",
         "readySince": to_time(now),
         "imageRevision": vm.spec.image_revision,
@@ -254,8 +257,17 @@ pub async fn reconcile_vm(
         "tpmEndorsementCertificates": [certificate],
         "message": "simulated VM",
     }});
-    write(patch, true).await?;
-    Ok(Action::await_change())
+    Ok(settled(write(patch, true).await?))
+}
+
+/// After a write with a resourceVersion precondition: done, or (the VM changed meanwhile,
+/// or is gone) look again soon.
+fn settled(written: bool) -> Action {
+    if written {
+        Action::await_change()
+    } else {
+        Action::requeue(Duration::from_millis(200))
+    }
 }
 
 /// Error policy of the provider: count and retry soon.

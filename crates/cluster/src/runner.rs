@@ -288,11 +288,29 @@ async fn run_leading(
         let claims_cache = controller.store();
         let members_cache = members_index.clone();
         let wake_cache = claims_cache.clone();
+        let bound_cache = claims_cache.clone();
         let run = controller
             .watches(
                 api::<VirtualMachine>(&client, namespace),
                 watch_config.clone(),
                 move |vm: VirtualMachine| claims_to_wake(&wake_cache, &members_cache, &vm),
+            )
+            // A provider's trust bundle changed: every verdict may have (they are rare).
+            .watches(
+                Api::<VirtualMachineProvider>::all(client.clone()),
+                watch_config.clone(),
+                move |_: VirtualMachineProvider| {
+                    bound_cache
+                        .state()
+                        .into_iter()
+                        .filter(|c| {
+                            c.status
+                                .as_ref()
+                                .is_some_and(|s| s.virtual_machine_ref.is_some())
+                        })
+                        .map(|c| ObjectRef::from_obj(c.as_ref()))
+                        .collect::<Vec<_>>()
+                },
             )
             .graceful_shutdown_on(claims_stop)
             .run(reconcile_claim, claim_error_policy, claim_ctx)
@@ -373,17 +391,21 @@ async fn run_leading(
             let ctx = Arc::new(ProviderContext {
                 client: client.clone(),
                 config: provider_config,
-                authority,
+                authority: authority.clone(),
                 metrics: metrics.clone(),
             });
-            Controller::new(
+            let vms = Controller::new(
                 api::<VirtualMachine>(&client, namespace),
                 watcher::Config::default(),
             )
             .graceful_shutdown_on(stop_signal())
             .run(reconcile_vm, provider_error_policy, ctx)
-            .for_each(|_| futures::future::ready(()))
-            .await;
+            .for_each(|_| futures::future::ready(()));
+            let republish = keep_published(&client, &authority, &providers);
+            tokio::select! {
+                () = vms => {}
+                () = republish => {}
+            }
         }
     };
     tokio::join!(
@@ -396,8 +418,36 @@ async fn run_leading(
     );
 }
 
-/// How long the simulated provider waits before trying its EK CA and provider object again.
+/// How long the simulated provider waits before trying its EK CA and provider object again,
+/// and how often it checks that its provider object still holds its CA.
 const PREPARE_RETRY: Duration = Duration::from_secs(5);
+
+/// Publishes the simulated provider again whenever the provider cache shows it gone or
+/// without `authority`'s CA (someone deleted or edited it); never returns.
+async fn keep_published(
+    client: &Client,
+    authority: &EkAuthority,
+    providers: &reflector::Store<VirtualMachineProvider>,
+) {
+    let mut tick = tokio::time::interval(PREPARE_RETRY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let published = providers
+            .get(&ObjectRef::new(crate::provider::SIMULATED_PROVIDER))
+            .is_some_and(|p| {
+                p.spec.attestation.as_ref().is_some_and(|a| {
+                    crate::provider::holds_certificate(
+                        &a.ek_trust_bundle,
+                        authority.certificate_pem(),
+                    )
+                })
+            });
+        if !published && let Err(error) = publish_provider(client, authority).await {
+            tracing::warn!(%error, "the simulated provider cannot publish its EK CA; retrying");
+        }
+    }
+}
 
 /// The simulated provider's EK CA (from, or made into, its Secret in `namespace`), once it
 /// is published in the `VirtualMachineProvider`; retried until both succeed, since no VM

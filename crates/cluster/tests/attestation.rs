@@ -6,13 +6,13 @@ mod common;
 
 use std::time::Duration;
 
-use cluster::attestation::{EndorsementCertificate, TrustBundle, reason};
+use cluster::attestation::{EndorsementCertificate, TrustBundle, reason, vm_identity};
 use cluster::crd::{
     ENDORSEMENT_VERIFIED_CONDITION, ProviderAttestation, VirtualMachineClaim,
     VirtualMachineProvider, VirtualMachineProviderSpec,
 };
 use cluster::ek_authority::{EK_CA_SECRET, EkAuthority};
-use cluster::provider::{SIMULATED_PROVIDER, vm_identity};
+use cluster::provider::SIMULATED_PROVIDER;
 use common::*;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -196,10 +196,8 @@ async fn bind_mirrors_the_ek_certificates_as_verified_and_release_clears_them() 
     assert_eq!(status.tpm_endorsement_certificates, published);
     for pem in &published {
         let certificate = EndorsementCertificate::from_pem(pem).unwrap();
-        assert!(
-            !format!("{certificate:?}").contains("alice"),
-            "{certificate:?}"
-        );
+        let named = format!("{} {:?}", certificate.issuer, certificate.identities);
+        assert!(!named.contains("alice"), "{named}");
     }
     let condition = endorsement(&bound).unwrap();
     assert_eq!(
@@ -300,13 +298,31 @@ fn unique_provider(server: &Server, name: &str) -> String {
     format!("{name}-{}", server.namespace())
 }
 
+/// What a member publishes in a case of the test below.
+#[derive(Clone, Copy, PartialEq)]
+enum Published {
+    /// Its own identity, from the provider's CA.
+    Honest,
+    /// Its own identity, from another CA.
+    OtherCa,
+    /// Another VM's identity, from the provider's CA (a certificate copied elsewhere).
+    OtherVm,
+    /// A private key in front of an honest certificate, in one entry.
+    KeyAndCertificate,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_certificate_that_does_not_chain_or_a_missing_provider_is_never_verified() {
+async fn only_a_members_own_certificate_from_its_providers_ca_is_verified() {
     let (server, client) = start().await;
     let now = OffsetDateTime::now_utc();
     let theirs = EkAuthority::generate(now).unwrap();
     let forger = EkAuthority::generate(now).unwrap();
     let honest = unique_provider(&server, "honest");
+    let bundle_of = |ca: &EkAuthority| VirtualMachineProviderSpec {
+        attestation: Some(ProviderAttestation {
+            ek_trust_bundle: ca.certificate_pem().to_owned(),
+        }),
+    };
     providers(&client)
         .create(
             &PostParams::default(),
@@ -315,32 +331,63 @@ async fn a_certificate_that_does_not_chain_or_a_missing_provider_is_never_verifi
                     name: Some(honest.clone()),
                     ..ObjectMeta::default()
                 },
-                spec: VirtualMachineProviderSpec {
-                    attestation: Some(ProviderAttestation {
-                        ek_trust_bundle: theirs.certificate_pem().to_owned(),
-                    }),
-                },
+                spec: bundle_of(&theirs),
             },
         )
         .await
         .unwrap();
-    // One member whose EK certificate comes from another CA, one whose provider does not
-    // exist; each in a pool of its own, Ready at once.
+    let missing = unique_provider(&server, "missing");
+    // Each case in a pool of its own with one member, Ready at once.
     let cases = [
-        ("forged", honest.clone(), reason::UNTRUSTED),
+        (
+            "good",
+            &honest,
+            Published::Honest,
+            ("True", reason::CHAINS_TO_TRUST_BUNDLE),
+        ),
+        (
+            "forged",
+            &honest,
+            Published::OtherCa,
+            ("False", reason::UNTRUSTED),
+        ),
+        (
+            "copied",
+            &honest,
+            Published::OtherVm,
+            ("False", reason::UNTRUSTED),
+        ),
+        (
+            "smuggled",
+            &honest,
+            Published::KeyAndCertificate,
+            ("False", reason::UNTRUSTED),
+        ),
         (
             "orphan",
-            unique_provider(&server, "missing"),
-            reason::PROVIDER_NOT_FOUND,
+            &missing,
+            Published::Honest,
+            ("False", reason::PROVIDER_NOT_FOUND),
         ),
     ];
-    for (name, provider, _) in &cases {
+    for (name, provider, published, _) in &cases {
         let mut spec = pool(name, 1, 1, "r1");
-        spec.spec.provider_ref = provider.clone();
+        spec.spec.provider_ref = (*provider).clone();
         let created = create_pool(&client, &spec).await;
         let member = format!("{name}-0");
-        ready_member(&client, &created, &member, "r1", 5).await;
-        let forged = forger.issue("urn:banlieue:vm:forged", now).unwrap();
+        let vm = ready_member(&client, &created, &member, "r1", 5).await;
+        let own = vm_identity(server.namespace(), &member, &vm.uid().unwrap());
+        let entry = match published {
+            Published::Honest => theirs.issue(&own, now).unwrap(),
+            Published::OtherCa => forger.issue(&own, now).unwrap(),
+            Published::OtherVm => theirs
+                .issue(&vm_identity(server.namespace(), "elsewhere", "u"), now)
+                .unwrap(),
+            Published::KeyAndCertificate => format!(
+                "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----\n{}",
+                theirs.issue(&own, now).unwrap()
+            ),
+        };
         vms(&client)
             .patch(
                 &member,
@@ -353,7 +400,7 @@ async fn a_certificate_that_does_not_chain_or_a_missing_provider_is_never_verifi
             .patch_status(
                 &member,
                 &PatchParams::default(),
-                &Patch::Merge(json!({"status": {"tpmEndorsementCertificates": [forged]}})),
+                &Patch::Merge(json!({"status": {"tpmEndorsementCertificates": [entry]}})),
             )
             .await
             .unwrap();
@@ -362,43 +409,123 @@ async fn a_certificate_that_does_not_chain_or_a_missing_provider_is_never_verifi
     let mut config = test_config(&client, "a");
     config.simulated_provider = None;
     let running = spawn_controllers(&client, config);
-    for (name, _, expected) in &cases {
-        let claim = wait_for(&format!("{name} Bound with a verdict"), T, || async {
+    let verdict_of = |name: &'static str, status: &'static str| {
+        let client = client.clone();
+        async move {
             let claim = claims(&client).get(name).await.ok()?;
-            endorsement(&claim).is_some().then_some(claim)
+            endorsement(&claim)
+                .filter(|c| c.status == status)
+                .map(|c| (claim, c))
+        }
+    };
+    for (name, _, published, (status, expected)) in cases {
+        let (claim, condition) = wait_for(&format!("{name} Bound with {status}"), T, || {
+            verdict_of(name, status)
         })
         .await;
-        let status = claim.status.clone().unwrap();
-        assert_eq!(status.phase.as_deref(), Some("Bound"));
-        assert_eq!(
-            status.tpm_endorsement_certificates.len(),
-            1,
-            "mirrored as is"
-        );
-        let condition = endorsement(&claim).unwrap();
-        assert_eq!(
-            (condition.status.as_str(), condition.reason.as_str()),
-            ("False", *expected),
-            "{name}: {}",
-            condition.message
-        );
-        if *expected == reason::UNTRUSTED {
-            let fingerprint =
-                EndorsementCertificate::from_pem(&status.tpm_endorsement_certificates[0])
-                    .unwrap()
-                    .fingerprint_sha256;
+        assert_eq!(condition.reason, expected, "{name}: {}", condition.message);
+        let mirrored = claim.status.unwrap().tpm_endorsement_certificates;
+        if published == Published::KeyAndCertificate {
+            assert!(mirrored.is_empty(), "nothing but certificates is mirrored");
             assert!(
-                condition.message.contains(&fingerprint),
-                "{}",
-                condition.message
+                condition
+                    .message
+                    .contains("not exactly one PEM CERTIFICATE block")
             );
+        } else {
+            assert_eq!(mirrored.len(), 1, "{name}: mirrored as is");
+            let fingerprint = EndorsementCertificate::from_pem(&mirrored[0])
+                .unwrap()
+                .fingerprint_sha256;
+            if expected == reason::UNTRUSTED {
+                assert!(
+                    condition.message.contains(&fingerprint),
+                    "{}",
+                    condition.message
+                );
+            }
+        }
+        if published == Published::OtherVm {
+            assert!(condition.message.contains("names another VirtualMachine"));
         }
     }
+    // The key a member carried reached no claim.
+    let claimed = serde_json::to_string(
+        &claims(&client)
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items,
+    )
+    .unwrap();
+    assert!(!claimed.contains("PRIVATE KEY"), "{claimed}");
+    // A change of the provider's bundle is judged again at once (not at the next resync):
+    // with the forger's CA, the good claim is no longer verified and the forged one is.
+    providers(&client)
+        .patch(
+            &honest,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": bundle_of(&forger)})),
+        )
+        .await
+        .unwrap();
+    wait_for("good no longer verified", T, || verdict_of("good", "False")).await;
+    wait_for("forged now verified", T, || verdict_of("forged", "True")).await;
     running.stop().await;
     providers(&client)
         .delete(&honest, &DeleteParams::default())
         .await
         .unwrap();
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_member_keeps_its_ek_and_a_deleted_provider_is_published_again() {
+    let (server, client) = start().await;
+    let running = spawn_controllers(&client, test_config(&client, "a"));
+    create_pool(&client, &pool("p", 1, 1, "r1")).await;
+    create_claim(&client, &claim("c", "p", 3600, "alice")).await;
+    let bound = wait_for("c verified", T, || async {
+        let claim = claims(&client).get("c").await.ok()?;
+        (endorsement(&claim)?.status == "True").then_some(claim)
+    })
+    .await;
+    let member = bound.status.unwrap().virtual_machine_ref.unwrap();
+    // Its certificates cleared by someone: the provider does not give the held VM another
+    // EK, and the claim says there is none.
+    vms(&client)
+        .patch_status(
+            &member,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"tpmEndorsementCertificates": null}})),
+        )
+        .await
+        .unwrap();
+    let cleared = wait_for("c without certificate", T, || async {
+        let claim = claims(&client).get("c").await.ok()?;
+        let condition = endorsement(&claim)?;
+        (condition.reason == reason::NO_CERTIFICATE).then_some(condition)
+    })
+    .await;
+    assert_eq!(cleared.status, "False");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let vm = vms(&client).get(&member).await.unwrap();
+    assert!(
+        vm.status.unwrap().tpm_endorsement_certificates.is_empty(),
+        "a held member gets no new EK"
+    );
+    // The shared provider object is deleted only on a cluster of this test's own.
+    if !server.is_real() {
+        providers(&client)
+            .delete(SIMULATED_PROVIDER, &DeleteParams::default())
+            .await
+            .unwrap();
+        wait_for("the simulated provider published again", T, || async {
+            providers(&client).get_opt(SIMULATED_PROVIDER).await.ok()?
+        })
+        .await;
+    }
+    running.stop().await;
     server.shutdown().await;
 }
 
