@@ -348,7 +348,11 @@ fn free_port() -> Result<u16> {
 
 /// Starts our release binary with `serve` on `database_url`; returns it with the initial
 /// admin password it printed, once `/readyz` answers.
-async fn start_ours(database_url: &str, http: &reqwest::Client) -> Result<(Server, String)> {
+async fn start_ours(
+    database_url: &str,
+    kek: &std::path::Path,
+    http: &reqwest::Client,
+) -> Result<(Server, String)> {
     let port = free_port()?;
     let base = format!("http://127.0.0.1:{port}");
     let mut child = Command::new(env!("CARGO_BIN_EXE_banlieue-console"))
@@ -356,6 +360,7 @@ async fn start_ours(database_url: &str, http: &reqwest::Client) -> Result<(Serve
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("BANLIEUE_DATABASE_URL", database_url)
+        .env("BANLIEUE_KEY_ENCRYPTION_KEY_FILE", kek)
         .env("BANLIEUE_LISTEN", format!("127.0.0.1:{port}"))
         .env("BANLIEUE_EXTERNAL_URL", &base)
         .stdin(Stdio::null())
@@ -1174,7 +1179,9 @@ async fn run_backend(backend: &Backend, plan: Plan) -> Result<Report> {
         }
     };
     let postmaster = database.as_ref().and_then(|d| d.postmaster);
-    let result = measure_backend(backend, plan, &database_url, postmaster).await;
+    let kek = dir.path().join("key-encryption-key");
+    banlieue_identity::oidc::KeyEncryption::create_file(&kek)?;
+    let result = measure_backend(backend, plan, &database_url, &kek, postmaster).await;
     if let Some(database) = database {
         database.drop_now().await?;
     }
@@ -1186,10 +1193,11 @@ async fn measure_backend(
     backend: &Backend,
     plan: Plan,
     database_url: &str,
+    kek: &std::path::Path,
     postmaster: Option<u32>,
 ) -> Result<Report> {
     let http = http_client();
-    let (mut ours, password) = start_ours(database_url, &http).await?;
+    let (mut ours, password) = start_ours(database_url, kek, &http).await?;
     let mut jar = sign_in_ours(&http, &ours.base, &password).await?;
     let our_endpoints = endpoints(&http, &ours.base).await?;
     let mut theirs = start_theirs()?;

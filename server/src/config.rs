@@ -56,6 +56,9 @@ pub enum AdminCommand {
     /// Publish a new OIDC signing key now; it signs after the activation delay and the
     /// old one leaves the JWKS once its tokens have expired.
     RotateSigningKey,
+    /// Seal every signing key again under the current key-encryption key (the last step
+    /// of rotating it: README, "Secrets at rest"); prints how many were sealed again.
+    ResealSigningKeys,
     /// Manage users with the same rules and audit events as the console.
     User {
         #[command(subcommand)]
@@ -142,6 +145,16 @@ pub struct Settings {
         default_value_t = 12
     )]
     pub refresh_token_lifetime_hours: u64,
+    /// File with the key-encryption key that seals the OIDC signing keys in the database:
+    /// 32 random bytes in base64, readable by the console alone. Default with SQLite:
+    /// `key-encryption-key` beside the database file, made at first start; required with
+    /// PostgreSQL.
+    #[arg(long, global = true, env = "BANLIEUE_KEY_ENCRYPTION_KEY_FILE")]
+    pub key_encryption_key_file: Option<std::path::PathBuf>,
+    /// The previous key-encryption key while rotating it: it only opens keys, which are
+    /// sealed again under the current one.
+    #[arg(long, global = true, env = "BANLIEUE_PREVIOUS_KEY_ENCRYPTION_KEY_FILE")]
+    pub previous_key_encryption_key_file: Option<std::path::PathBuf>,
     /// Absolute lifetime of a browser session from its sign-in, in hours (1–720); 12 h
     /// without a request end it sooner.
     #[arg(
@@ -270,6 +283,8 @@ pub struct Config {
     pub signing_keys: KeyPolicy,
     /// How long a browser session lasts from its sign-in, however active.
     pub session_lifetime: Duration,
+    /// Where the key-encryption keys are.
+    pub key_encryption: KeyEncryptionFiles,
     /// The cluster for kubeconfig downloads, when configured.
     pub cluster: Option<ClusterAccess>,
     /// Where the console's own cluster credentials come from.
@@ -284,6 +299,15 @@ pub struct Config {
     /// HTTPS on the listener with this certificate and key (checked to load at
     /// validation), else plain HTTP.
     pub tls: Option<crate::tls::TlsFiles>,
+}
+
+/// The key-encryption key files (current, and previous while rotating).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyEncryptionFiles {
+    pub current: std::path::PathBuf,
+    /// Made at first start when missing (the SQLite default beside the database).
+    pub create_if_missing: bool,
+    pub previous: Option<std::path::PathBuf>,
 }
 
 /// Where the console reaches Kubernetes.
@@ -356,6 +380,10 @@ pub enum ConfigError {
     },
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    #[error(
+        "BANLIEUE_KEY_ENCRYPTION_KEY_FILE / --key-encryption-key-file is required with PostgreSQL: the file holds the key that seals the signing keys in the database (make one with `head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE`; in Kubernetes, a Secret mounted as a file)"
+    )]
+    KeyEncryptionKeyRequired,
 }
 
 impl Settings {
@@ -459,6 +487,7 @@ impl Settings {
             issuer,
             signing_keys,
             session_lifetime,
+            key_encryption: self.key_encryption()?,
             cluster: self.cluster()?,
             listen,
             database_url: self.database_url.clone(),
@@ -559,6 +588,26 @@ impl Settings {
         Ok(KubeSource::None)
     }
 
+    /// The configured key-encryption key file; with SQLite and none configured,
+    /// `key-encryption-key` beside the database, made at first start.
+    fn key_encryption(&self) -> Result<KeyEncryptionFiles, ConfigError> {
+        let previous = self.previous_key_encryption_key_file.clone();
+        if let Some(current) = &self.key_encryption_key_file {
+            return Ok(KeyEncryptionFiles {
+                current: current.clone(),
+                create_if_missing: false,
+                previous,
+            });
+        }
+        let beside = banlieue_store::sqlite_file(&self.database_url)
+            .ok_or(ConfigError::KeyEncryptionKeyRequired)?;
+        Ok(KeyEncryptionFiles {
+            current: beside.with_file_name("key-encryption-key"),
+            create_if_missing: true,
+            previous,
+        })
+    }
+
     fn cluster(&self) -> Result<Option<ClusterAccess>, ConfigError> {
         let Some(server) = &self.cluster_server else {
             return Ok(None);
@@ -605,6 +654,8 @@ mod tests {
             id_token_ttl_minutes: 5,
             refresh_token_lifetime_hours: 12,
             session_lifetime_hours: 12,
+            key_encryption_key_file: None,
+            previous_key_encryption_key_file: None,
             signing_key_activation_minutes: 10,
             cluster_server: None,
             cluster_ca_file: None,
@@ -683,6 +734,21 @@ mod tests {
         assert!(
             err.to_string().contains("BANLIEUE_ID_TOKEN_TTL_MINUTES"),
             "{err}"
+        );
+        let mut s = settings("127.0.0.1:3000", None);
+        s.database_url = "postgres://console@db/console".into();
+        let err = s.validate().unwrap_err().to_string();
+        assert!(err.contains("BANLIEUE_KEY_ENCRYPTION_KEY_FILE"), "{err}");
+        s.key_encryption_key_file = Some("/run/secrets/kek".into());
+        assert_eq!(
+            s.validate().unwrap().key_encryption.current,
+            std::path::PathBuf::from("/run/secrets/kek")
+        );
+        let sqlite = settings("127.0.0.1:3000", None).validate().unwrap();
+        assert_eq!(
+            sqlite.key_encryption.current,
+            std::path::PathBuf::from("data/key-encryption-key"),
+            "beside the SQLite database by default"
         );
         for hours in [0, 721] {
             let mut s = settings("127.0.0.1:3000", None);

@@ -31,12 +31,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     format!("database reachable, {pending} migrations to apply at start")
                 }
             };
+            let files = &config.key_encryption;
+            let sealing = if files.create_if_missing && !files.current.exists() {
+                format!(
+                    "key-encryption key {} will be created at first start",
+                    files.current.display()
+                )
+            } else {
+                banlieue_identity::oidc::KeyEncryption::from_files(
+                    &files.current,
+                    files.previous.as_deref(),
+                )?;
+                format!("key-encryption key {}", files.current.display())
+            };
             let served = match &config.tls {
                 None => "HTTP".to_owned(),
                 Some(tls) => format!("HTTPS with {}", tls.cert_file.display()),
             };
             println!(
-                "configuration is valid: listening on {} ({served}), external URL {}, {database}",
+                "configuration is valid: listening on {} ({served}), external URL {}, {sealing}, {database}",
                 config.listen, config.external_url
             );
             Ok(())
@@ -60,6 +73,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!(
                 "published signing key {kid}; it signs in {} minutes",
                 config.signing_keys.activation_delay.as_secs() / 60
+            );
+            Ok(())
+        }
+        Command::Admin {
+            command: AdminCommand::ResealSigningKeys,
+        } => {
+            let accounts = startup::open_accounts(&config).await?;
+            let issuer = startup::open_issuer(&config, accounts).await?;
+            let resealed = issuer.keys().reseal().await?;
+            println!(
+                "every signing key is sealed under the current key-encryption key ({resealed} sealed again)"
             );
             Ok(())
         }

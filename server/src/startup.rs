@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::serve::ListenerExt;
-use banlieue_identity::oidc::Issuer;
+use banlieue_identity::oidc::{Issuer, KeyEncryption};
 use banlieue_identity::{Accounts, IdentityError, PasswordHasher, ThrottlePolicy};
 use banlieue_store::Store;
 use leptos::prelude::LeptosOptions;
@@ -229,9 +229,28 @@ pub fn metrics_registry(accounts: &Accounts, controllers: Option<&cluster::Metri
     registry
 }
 
+/// The key-encryption keys of `config`, the current one made first when it is the SQLite
+/// default and missing.
+pub fn open_key_encryption(config: &Config) -> anyhow::Result<Arc<KeyEncryption>> {
+    let files = &config.key_encryption;
+    if files.create_if_missing && !files.current.exists() {
+        KeyEncryption::create_file(&files.current)?;
+        tracing::info!(file = %files.current.display(), "made the key-encryption key");
+    }
+    Ok(Arc::new(KeyEncryption::from_files(
+        &files.current,
+        files.previous.as_deref(),
+    )?))
+}
+
 /// The OIDC issuer, with a signing key ready (the first start creates one).
 pub async fn open_issuer(config: &Config, accounts: Arc<Accounts>) -> anyhow::Result<Arc<Issuer>> {
-    let issuer = Issuer::new(config.issuer.clone(), config.signing_keys, accounts);
+    let issuer = Issuer::new(
+        config.issuer.clone(),
+        config.signing_keys,
+        open_key_encryption(config)?,
+        accounts,
+    );
     issuer
         .keys()
         .maintain(OffsetDateTime::now_utc())

@@ -162,6 +162,39 @@ fn configuration_errors_are_actionable() {
     let current = console(dir.path()).arg("check-config").output().unwrap();
     let said = String::from_utf8_lossy(&current.stdout);
     assert!(said.ends_with("database reachable\n"), "{said}");
+    // The issuer's first start makes the key that seals the signing keys, beside the
+    // database, for the console alone; the keys in the database are sealed with it.
+    let resealed = console(dir.path())
+        .args(["admin", "reseal-signing-keys"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&resealed.stdout);
+    assert!(
+        resealed.status.success() && said.contains("(0 sealed again)"),
+        "{resealed:?}"
+    );
+    let kek = dir.path().join("key-encryption-key");
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&kek).unwrap().permissions())
+            & 0o777,
+        0o600
+    );
+    // Another key-encryption key cannot open them: the console says which key is wrong.
+    std::fs::remove_file(&kek).unwrap();
+    let other = dir.path().join("other-kek");
+    std::fs::write(&other, "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=\n").unwrap();
+    std::fs::set_permissions(&other, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let refused = console(dir.path())
+        .args(["admin", "rotate-signing-key"])
+        .env("BANLIEUE_KEY_ENCRYPTION_KEY_FILE", &other)
+        .output()
+        .unwrap();
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && message.contains("does not open with the configured key-encryption keys"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -314,8 +314,9 @@ fn backend_of(url: &str) -> Result<Backend, StoreError> {
     }
 }
 
-/// The file a `sqlite:` URL names, or `None` for an in-memory database.
-pub(crate) fn sqlite_file(url: &str) -> Option<PathBuf> {
+/// The file a `sqlite:` URL names, or `None` for an in-memory database (or another
+/// scheme).
+pub fn sqlite_file(url: &str) -> Option<PathBuf> {
     let rest = url
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))?;

@@ -16,8 +16,9 @@ use crate::{AuditEvent, Backend, Store, StoreError, UserRecord};
 pub struct SigningKeyRecord {
     /// The JWK `kid` (RFC 7517 §4.5).
     pub kid: String,
-    /// The private key, PKCS#8 DER (RFC 5208). Never logged.
-    pub private_key_pkcs8: Vec<u8>,
+    /// The private key (PKCS#8 DER, RFC 5208) sealed under the key-encryption key, or
+    /// plain PKCS#8 in a row from before sealing. Never logged.
+    pub private_key_sealed: Vec<u8>,
     /// The public key as a JWK JSON object (RFC 7517), as published in the JWKS.
     pub public_jwk: String,
     /// When the key was published.
@@ -155,7 +156,7 @@ impl Store {
     /// Every stored key, oldest activation first.
     pub async fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>, StoreError> {
         let rows = sqlx::query(
-            "SELECT kid, private_key_pkcs8, public_jwk, created_ms, activates_ms \
+            "SELECT kid, private_key_sealed, public_jwk, created_ms, activates_ms \
              FROM oidc_signing_keys ORDER BY activates_ms, created_ms, kid",
         )
         .fetch_all(&self.pool)
@@ -164,13 +165,29 @@ impl Store {
             .map(|row| {
                 Ok(SigningKeyRecord {
                     kid: row.try_get("kid")?,
-                    private_key_pkcs8: row.try_get("private_key_pkcs8")?,
+                    private_key_sealed: row.try_get("private_key_sealed")?,
                     public_jwk: row.try_get("public_jwk")?,
                     created_at: from_millis(row.try_get("created_ms")?)?,
                     activates_at: from_millis(row.try_get("activates_ms")?)?,
                 })
             })
             .collect()
+    }
+
+    /// Replaces the sealed private key of `kid` (sealed again under a new key-encryption
+    /// key); `false` when the key is gone.
+    pub async fn replace_sealed_signing_key(
+        &self,
+        kid: &str,
+        sealed: &[u8],
+    ) -> Result<bool, StoreError> {
+        let updated =
+            sqlx::query("UPDATE oidc_signing_keys SET private_key_sealed = $1 WHERE kid = $2")
+                .bind(sealed)
+                .bind(kid)
+                .execute(&self.pool)
+                .await?;
+        Ok(updated.rows_affected() == 1)
     }
 
     pub async fn delete_signing_key(&self, kid: &str) -> Result<(), StoreError> {
@@ -452,11 +469,11 @@ where
     E: sqlx::Executor<'e, Database = sqlx::Any>,
 {
     sqlx::query(
-        "INSERT INTO oidc_signing_keys (kid, private_key_pkcs8, public_jwk, created_ms, activates_ms) \
+        "INSERT INTO oidc_signing_keys (kid, private_key_sealed, public_jwk, created_ms, activates_ms) \
          VALUES ($1, $2, $3, $4, $5)",
     )
     .bind(&key.kid)
-    .bind(&key.private_key_pkcs8)
+    .bind(&key.private_key_sealed)
     .bind(&key.public_jwk)
     .bind(to_millis(key.created_at))
     .bind(to_millis(key.activates_at))

@@ -89,10 +89,31 @@ impl TestApp {
         dir: tempfile::TempDir,
         args: &[&str],
     ) -> Self {
+        // One key-encryption key for every test console, so consoles sharing a store
+        // (a restart, a second replica) open each other's signing keys.
+        let kek = dir.path().join("key-encryption-key");
+        if !kek.exists() {
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&kek)
+                .unwrap();
+            std::io::Write::write_all(&mut file, b"KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=\n")
+                .unwrap();
+        }
+        let kek = kek.to_str().unwrap().to_owned();
         let cli = Cli::try_parse_from(
-            ["banlieue-console", "--listen", "127.0.0.1:3000"]
-                .iter()
-                .chain(args),
+            [
+                "banlieue-console",
+                "--listen",
+                "127.0.0.1:3000",
+                "--key-encryption-key-file",
+                &kek,
+            ]
+            .iter()
+            .chain(args),
         )
         .unwrap();
         let config = cli.settings.validate().unwrap();

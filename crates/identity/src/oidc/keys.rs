@@ -10,6 +10,8 @@ use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::rsa::{KeyPair, KeySize};
 use aws_lc_rs::signature::{KeyPair as _, RSA_PKCS1_SHA256};
 use banlieue_store::{SigningKeyRecord, Store, StoreError};
+
+use super::sealing::{KeyEncryption, SealError};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Serialize;
@@ -64,6 +66,8 @@ pub enum KeyError {
     NoActiveKey,
     #[error("cannot sign with key {kid}: {reason}")]
     Sign { kid: String, reason: String },
+    #[error(transparent)]
+    Sealing(#[from] SealError),
 }
 
 /// A key ready to sign: its RSA key pair parsed once, and its JWS header already encoded.
@@ -127,20 +131,23 @@ struct LoadedKey {
     jwk: serde_json::Value,
 }
 
-/// The issuer's signing keys, read from the store and cached for [`CACHE_TTL`].
+/// The issuer's signing keys, read from the store (their private halves sealed,
+/// [`KeyEncryption`]) and cached for [`CACHE_TTL`].
 pub struct SigningKeys {
     store: Store,
     policy: KeyPolicy,
+    sealing: Arc<KeyEncryption>,
     cache: RwLock<Option<(Instant, Arc<Vec<LoadedKey>>)>>,
     /// The last JWK Set served: its keys' `kid`s and its JSON.
     jwks: Mutex<Option<(Vec<String>, Arc<str>)>>,
 }
 
 impl SigningKeys {
-    pub fn new(store: Store, policy: KeyPolicy) -> Self {
+    pub fn new(store: Store, policy: KeyPolicy, sealing: Arc<KeyEncryption>) -> Self {
         Self {
             store,
             policy,
+            sealing,
             cache: RwLock::new(None),
             jwks: Mutex::new(None),
         }
@@ -188,10 +195,34 @@ impl SigningKeys {
         }
     }
 
+    /// Seals again, under the current key-encryption key, every key sealed under another
+    /// (the previous KEK of a rotation) or not sealed (from before sealing); returns how
+    /// many. [`Self::maintain`] does it too.
+    ///
+    /// Errors: a key that opens with neither configured KEK ([`SealError::Open`]).
+    pub async fn reseal(&self) -> Result<usize, KeyError> {
+        let mut resealed = 0;
+        for record in self.store.signing_keys().await? {
+            let opened = self.sealing.open(&record.kid, &record.private_key_sealed)?;
+            if opened.stale {
+                let sealed = self.sealing.seal(&record.kid, &opened.pkcs8)?;
+                if self
+                    .store
+                    .replace_sealed_signing_key(&record.kid, &sealed)
+                    .await?
+                {
+                    resealed += 1;
+                }
+            }
+        }
+        Ok(resealed)
+    }
+
     /// Keeps the key table in shape; run at start-up and then every minute, from every
     /// replica. Creates the first key (active at once) when there is none; publishes a
     /// successor when the newest key is older than the rotation period (it activates
-    /// after the activation delay); deletes keys whose retention has passed.
+    /// after the activation delay); deletes keys whose retention has passed; seals again
+    /// what [`Self::reseal`] would.
     pub async fn maintain(&self, now: OffsetDateTime) -> Result<(), KeyError> {
         let keys = self.store.signing_keys().await?;
         let rotation_due = now - self.policy.rotation_period;
@@ -202,7 +233,7 @@ impl SigningKeys {
             } else {
                 now + self.policy.activation_delay
             };
-            let key = generate(now, activates_at).await?;
+            let key = generate(now, activates_at, &self.sealing).await?;
             if self
                 .store
                 .insert_signing_key_unless_newer(&key, rotation_due)
@@ -219,6 +250,13 @@ impl SigningKeys {
                 tracing::info!(kid = %key.kid, "withdrew a retired signing key");
             }
         }
+        let resealed = self.reseal().await?;
+        if resealed > 0 {
+            tracing::info!(
+                resealed,
+                "sealed signing keys under the current key-encryption key"
+            );
+        }
         self.invalidate();
         Ok(())
     }
@@ -226,7 +264,7 @@ impl SigningKeys {
     /// Publishes a new key now (an operator's rotation); it signs after the activation
     /// delay. Returns its `kid`.
     pub async fn rotate(&self, now: OffsetDateTime) -> Result<String, KeyError> {
-        let key = generate(now, now + self.policy.activation_delay).await?;
+        let key = generate(now, now + self.policy.activation_delay, &self.sealing).await?;
         self.store.insert_signing_key(&key).await?;
         self.invalidate();
         Ok(key.kid)
@@ -254,7 +292,7 @@ impl SigningKeys {
         let keys = Arc::new(
             records
                 .iter()
-                .map(load)
+                .map(|record| load(record, &self.sealing))
                 .collect::<Result<Vec<_>, KeyError>>()?,
         );
         *self.cache.write().unwrap_or_else(|p| p.into_inner()) =
@@ -263,12 +301,13 @@ impl SigningKeys {
     }
 }
 
-fn load(record: &SigningKeyRecord) -> Result<LoadedKey, KeyError> {
+fn load(record: &SigningKeyRecord, sealing: &KeyEncryption) -> Result<LoadedKey, KeyError> {
     let corrupt = |reason: String| KeyError::Corrupt {
         kid: record.kid.clone(),
         reason,
     };
-    let key = SigningKey::new(&record.kid, &record.private_key_pkcs8)?;
+    let opened = sealing.open(&record.kid, &record.private_key_sealed)?;
+    let key = SigningKey::new(&record.kid, &opened.pkcs8)?;
     let jwk = serde_json::from_str(&record.public_jwk).map_err(|e| corrupt(e.to_string()))?;
     Ok(LoadedKey {
         activates_at: record.activates_at,
@@ -278,11 +317,13 @@ fn load(record: &SigningKeyRecord) -> Result<LoadedKey, KeyError> {
 }
 
 /// Generates an RSA-3072 key (on a blocking thread: it takes a while) with its public
-/// JWK and RFC 7638 thumbprint as `kid`.
+/// JWK and RFC 7638 thumbprint as `kid`, its private half sealed by `sealing`.
 async fn generate(
     now: OffsetDateTime,
     activates_at: OffsetDateTime,
+    sealing: &Arc<KeyEncryption>,
 ) -> Result<SigningKeyRecord, KeyError> {
+    let sealing = sealing.clone();
     tokio::task::spawn_blocking(move || {
         let pair = KeyPair::generate(KeySize::Rsa3072).map_err(|_| KeyError::Generate)?;
         let pkcs8 = pair.as_der().map_err(|_| KeyError::Generate)?;
@@ -290,12 +331,13 @@ async fn generate(
         let n = URL_SAFE_NO_PAD.encode(public.modulus().big_endian_without_leading_zero());
         let e = URL_SAFE_NO_PAD.encode(public.exponent().big_endian_without_leading_zero());
         let kid = jwk_thumbprint(&n, &e);
+        let private_key_sealed = sealing.seal(&kid, pkcs8.as_ref())?;
         let jwk = serde_json::json!({
             "kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid, "n": n, "e": e,
         });
         Ok(SigningKeyRecord {
             kid,
-            private_key_pkcs8: pkcs8.as_ref().to_vec(),
+            private_key_sealed,
             public_jwk: jwk.to_string(),
             created_at: now,
             activates_at,
@@ -336,6 +378,61 @@ mod tests {
             .collect()
     }
 
+    fn test_sealing() -> Arc<KeyEncryption> {
+        Arc::new(KeyEncryption::new(
+            &[7; super::super::sealing::KEK_LEN],
+            None,
+        ))
+    }
+
+    #[tokio::test]
+    async fn private_keys_are_stored_sealed_and_resealed_under_a_new_kek() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&format!("sqlite://{}/keys.db", dir.path().display()))
+            .await
+            .unwrap();
+        let now = OffsetDateTime::now_utc();
+        let old = SigningKeys::new(store.clone(), KeyPolicy::default(), test_sealing());
+        old.maintain(now).await.unwrap();
+        let signing = old.signing_key(now).await.unwrap();
+        let stored = store.signing_keys().await.unwrap();
+        assert_eq!(stored.len(), 1);
+        // Not PKCS#8 (a DER SEQUENCE): sealed.
+        assert_eq!(&stored[0].private_key_sealed[..4], b"BKE1");
+        // Another KEK alone cannot use it; with the old one as previous, maintenance
+        // seals it again under the new one, and then the new one alone signs.
+        let new_kek = [9; super::super::sealing::KEK_LEN];
+        let stranger = SigningKeys::new(
+            store.clone(),
+            KeyPolicy::default(),
+            Arc::new(KeyEncryption::new(&new_kek, None)),
+        );
+        assert!(matches!(
+            stranger.signing_key(now).await,
+            Err(KeyError::Sealing(SealError::Open { .. }))
+        ));
+        let rotating = SigningKeys::new(
+            store.clone(),
+            KeyPolicy::default(),
+            Arc::new(KeyEncryption::new(
+                &new_kek,
+                Some(&[7; super::super::sealing::KEK_LEN]),
+            )),
+        );
+        assert_eq!(rotating.reseal().await.unwrap(), 1);
+        assert_eq!(
+            rotating.reseal().await.unwrap(),
+            0,
+            "nothing left to seal again"
+        );
+        let after = SigningKeys::new(
+            store.clone(),
+            KeyPolicy::default(),
+            Arc::new(KeyEncryption::new(&new_kek, None)),
+        );
+        assert_eq!(after.signing_key(now).await.unwrap().kid, signing.kid);
+    }
+
     #[tokio::test]
     async fn keys_are_published_before_they_sign_and_withdrawn_after_their_tokens_expire() {
         let dir = tempfile::tempdir().unwrap();
@@ -343,7 +440,7 @@ mod tests {
             .await
             .unwrap();
         let policy = KeyPolicy::default();
-        let keys = SigningKeys::new(store, policy);
+        let keys = SigningKeys::new(store, policy, test_sealing());
         let t0 = OffsetDateTime::now_utc();
         assert!(matches!(
             keys.signing_key(t0).await,
@@ -400,12 +497,13 @@ mod tests {
     #[tokio::test]
     async fn generated_keys_are_rsa_3072_and_sign_rs256() {
         let now = OffsetDateTime::now_utc();
-        let record = generate(now, now).await.unwrap();
+        let sealing = test_sealing();
+        let record = generate(now, now, &sealing).await.unwrap();
         let jwk: serde_json::Value = serde_json::from_str(&record.public_jwk).unwrap();
         let n = URL_SAFE_NO_PAD.decode(jwk["n"].as_str().unwrap()).unwrap();
         assert_eq!(n.len() * 8, 3072);
         assert_eq!(jwk["kid"], record.kid.as_str());
-        let key = load(&record).unwrap();
+        let key = load(&record, &sealing).unwrap();
         let token = key.key.sign(&serde_json::json!({"sub": "alice"})).unwrap();
         let header = jsonwebtoken::decode_header(&token).unwrap();
         assert_eq!(header.kid.as_deref(), Some(record.kid.as_str()));

@@ -11,6 +11,7 @@ mod current_tokens;
 mod error;
 mod keys;
 mod kubeconfig;
+mod sealing;
 mod token;
 
 use std::sync::Arc;
@@ -26,6 +27,7 @@ pub use clients::{
 pub use error::{OAuthError, OAuthErrorCode};
 pub use keys::{KeyError, KeyPolicy, SigningKeys};
 pub use kubeconfig::{ClusterAccess, kubeconfig_yaml};
+pub use sealing::{KEK_LEN, KeyEncryption, SealError};
 pub use token::{IdTokenClaims, TokenResponse};
 
 use crate::Accounts;
@@ -89,9 +91,15 @@ pub struct Issuer {
 }
 
 impl Issuer {
-    pub fn new(config: IssuerConfig, keys: KeyPolicy, accounts: Arc<Accounts>) -> Self {
+    /// The issuer for `config`, its signing keys kept by `keys` and sealed by `sealing`.
+    pub fn new(
+        config: IssuerConfig,
+        keys: KeyPolicy,
+        sealing: Arc<KeyEncryption>,
+        accounts: Arc<Accounts>,
+    ) -> Self {
         Self {
-            keys: SigningKeys::new(accounts.store().clone(), keys),
+            keys: SigningKeys::new(accounts.store().clone(), keys, sealing),
             discovery: Self::metadata(&config),
             config,
             accounts,
