@@ -70,21 +70,29 @@ pub struct EndorsementCertificate {
 }
 
 impl EndorsementCertificate {
-    /// Reads exactly one PEM `CERTIFICATE` block and nothing else (so nothing else, such
-    /// as a key, is ever mirrored along with it).
+    /// Reads exactly one PEM `CERTIFICATE` block and nothing else: its BEGIN line, base64
+    /// lines, its END line, and only whitespace around them (what is mirrored is
+    /// [`EndorsementCertificate::to_pem`], so nothing else, such as a key, ever is).
     ///
     /// Errors: [`AttestationError::Unreadable`].
     pub fn from_pem(pem: &str) -> Result<Self, AttestationError> {
-        let text = pem.trim();
-        if text.matches("-----BEGIN ").count() != 1
-            || !text.starts_with("-----BEGIN CERTIFICATE-----")
-            || !text.ends_with("-----END CERTIFICATE-----")
-        {
+        let lines: Vec<&str> = pem.trim().lines().map(str::trim).collect();
+        let base64 = |line: &&str| {
+            !line.is_empty()
+                && line
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+        };
+        let one_block = lines.len() >= 3
+            && lines[0] == "-----BEGIN CERTIFICATE-----"
+            && lines[lines.len() - 1] == "-----END CERTIFICATE-----"
+            && lines[1..lines.len() - 1].iter().all(base64);
+        if !one_block {
             return Err(AttestationError::Unreadable(
                 "not exactly one PEM CERTIFICATE block".into(),
             ));
         }
-        let der = CertificateDer::from_pem_slice(text.as_bytes())
+        let der = CertificateDer::from_pem_slice(pem.as_bytes())
             .map_err(|e| AttestationError::Unreadable(e.to_string()))?;
         let (rest, parsed) = X509Certificate::from_der(&der)
             .map_err(|e| AttestationError::Unreadable(e.to_string()))?;
@@ -115,6 +123,44 @@ impl EndorsementCertificate {
             identities,
             der: der.into_owned(),
         })
+    }
+}
+
+impl EndorsementCertificate {
+    /// The certificate as PEM, encoded again from its DER (64 base64 characters a line).
+    pub fn to_pem(&self) -> String {
+        use base64::Engine;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&self.der);
+        let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+        for line in encoded.as_bytes().chunks(64) {
+            pem.push_str(std::str::from_utf8(line).unwrap_or_default());
+            pem.push('\n');
+        }
+        pem.push_str("-----END CERTIFICATE-----\n");
+        pem
+    }
+
+    /// Why this certificate is not `identity`'s (the member's [`vm_identity`]) or does not
+    /// chain to `bundle` at `now`, if it is not: a certificate naming another banlieue VM
+    /// was copied from elsewhere; one naming none (a real vendor's EK) is judged by its
+    /// chain alone.
+    pub fn refusal(
+        &self,
+        identity: &str,
+        bundle: &TrustBundle,
+        now: OffsetDateTime,
+    ) -> Option<String> {
+        if let Some(other) = self
+            .identities
+            .iter()
+            .find(|uri| uri.starts_with(VM_IDENTITY_PREFIX) && *uri != identity)
+        {
+            return Some(format!("names another VirtualMachine ({other})"));
+        }
+        bundle
+            .verify(self, now)
+            .err()
+            .map(|error| error.to_string())
     }
 }
 
@@ -226,24 +272,16 @@ pub fn verdict(
             Err(error) => return Some(error.to_string()),
         };
         let fingerprint = &certificate.fingerprint_sha256;
-        if let Some(other) = certificate
-            .identities
-            .iter()
-            .find(|uri| uri.starts_with(VM_IDENTITY_PREFIX) && *uri != identity)
-        {
-            return Some(format!(
-                "SHA-256 {fingerprint} names another VirtualMachine ({other})"
-            ));
-        }
-        bundle
-            .verify(&certificate, now)
-            .err()
-            .map(|error| format!("SHA-256 {fingerprint} {error}"))
+        certificate
+            .refusal(identity, &bundle, now)
+            .map(|why| format!("SHA-256 {fingerprint} {why}"))
     };
     let failures: Vec<String> = certificates
         .iter()
         .enumerate()
-        .filter_map(|(n, pem)| failure(pem).map(|why| format!("EK certificate {}: {why}", n + 1)))
+        .filter_map(|(n, pem)| {
+            failure(pem).map(|why| format!("entry {} of tpmEndorsementCertificates: {why}", n + 1))
+        })
         .collect();
     if failures.is_empty() {
         (
@@ -312,7 +350,7 @@ mod tests {
             .unwrap()
             .fingerprint_sha256;
         assert!(
-            message.starts_with("EK certificate 2: SHA-256 ")
+            message.starts_with("entry 2 of tpmEndorsementCertificates: SHA-256 ")
                 && message.contains(&forged_fingerprint),
             "{message}"
         );
@@ -360,7 +398,18 @@ mod tests {
         ] {
             assert!(EndorsementCertificate::from_pem(&bad).is_err(), "{bad}");
         }
-        assert!(EndorsementCertificate::from_pem(&format!("\n{good}\n")).is_ok());
+        // A key hidden inside what looks like one block, or after its END line.
+        let body: Vec<&str> = good.lines().collect();
+        let hidden = format!(
+            "{}\nPRIVATE KEY MC4CAQAwBQYDK2VwBCIEIA==\n{}\n",
+            body[..body.len() - 1].join("\n"),
+            body[body.len() - 1]
+        );
+        assert!(EndorsementCertificate::from_pem(&hidden).is_err());
+        let lower = format!("{good}-----begin private key-----\nMC4=\n-----end private key-----\n");
+        assert!(EndorsementCertificate::from_pem(&lower).is_err());
+        let certificate = EndorsementCertificate::from_pem(&format!("\n{good}\n")).unwrap();
+        assert_eq!(certificate.to_pem(), good, "PEM encoded again from the DER");
     }
 
     #[test]

@@ -350,9 +350,9 @@ fn hold_requeue(expires_at: Option<OffsetDateTime>, now: OffsetDateTime) -> Acti
 /// The member this claim holds: the one named by `status.virtualMachineRef` when set, else
 /// any member whose ownerReference is this claim (a bind whose status write has not landed
 /// or is not visible yet). Read from the API server, except that a recorded member the
-/// cache shows still owned by this claim is taken from the cache: a cache a moment behind
-/// may only keep a claim Bound until the member's deletion reaches it, never fail it or
-/// bind another member.
+/// cache shows still owned by this claim, publishing no EK certificate, is taken from the
+/// cache: a cache a moment behind may only keep a claim Bound until the member's deletion
+/// reaches it, never fail it or bind another member.
 async fn find_held(
     vms: &Api<VirtualMachine>,
     cache: &Store<VirtualMachine>,
@@ -362,11 +362,17 @@ async fn find_held(
     reference: Option<&str>,
 ) -> Result<Option<VirtualMachine>, Error> {
     if let Some(reference) = reference {
+        // A member publishing EK certificates is read from the API server: the verdict on
+        // them must not rest on a cache behind the change that woke this pass.
         let cached = cache
             .get(&ObjectRef::new(reference).within(namespace))
             .filter(|vm| {
                 convert::owning_claim_uid(vm).as_deref() == Some(uid)
                     && vm.metadata.deletion_timestamp.is_none()
+                    && vm
+                        .status
+                        .as_ref()
+                        .is_none_or(|s| s.tpm_endorsement_certificates.is_empty())
             });
         if let Some(vm) = cached {
             return Ok(Some((*vm).clone()));
@@ -392,7 +398,8 @@ struct Writer<'a> {
 impl Writer<'_> {
     /// What the claim mirrors from `vm` (its bound member; `None`: nothing, as once it is
     /// released): its addresses and each of its EK certificates that is one PEM
-    /// certificate and nothing else, checked against the trust bundle of `vm`'s provider at
+    /// certificate, as PEM encoded again from its DER (so nothing else in the entry is
+    /// ever copied), checked against the trust bundle of `vm`'s provider at
     /// `now`. The `EndorsementVerified` condition keeps its `lastTransitionTime` while its
     /// status holds; conditions of other types are kept as they are.
     fn mirror(&self, vm: Option<&VirtualMachine>, now: OffsetDateTime) -> Mirror {
@@ -450,8 +457,9 @@ impl Writer<'_> {
             addresses: vm_status.addresses,
             certificates: vm_status
                 .tpm_endorsement_certificates
-                .into_iter()
-                .filter(|pem| attestation::EndorsementCertificate::from_pem(pem).is_ok())
+                .iter()
+                .filter_map(|pem| attestation::EndorsementCertificate::from_pem(pem).ok())
+                .map(|certificate| certificate.to_pem())
                 .collect(),
             conditions,
         }

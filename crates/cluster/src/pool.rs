@@ -181,7 +181,19 @@ pub async fn reconcile_pool(
         .providers
         .get(&ObjectRef::new(&spec.provider_ref))
         .is_some();
-    let (progressing, reason, message) = if stuck > 0 || failed > 0 {
+    let (progressing, reason, message) = if !provider_found {
+        // The root cause of members that never become Ready: said first, with them.
+        (
+            "False",
+            "ProviderNotFound",
+            format!(
+                "VirtualMachineProvider {} does not exist: install the provider, or name one \
+                 that exists in providerRef ({stuck} members not Ready after {deadline}s, \
+                 {failed} Failed)",
+                spec.provider_ref
+            ),
+        )
+    } else if stuck > 0 || failed > 0 {
         (
             "False",
             if failed > 0 {
@@ -192,17 +204,6 @@ pub async fn reconcile_pool(
             format!(
                 "{stuck} members not Ready after {deadline}s and {failed} Failed; they are not \
                  replaced automatically: check provider {} and delete them",
-                spec.provider_ref
-            ),
-        )
-    } else if !provider_found {
-        (
-            "False",
-            "ProviderNotFound",
-            format!(
-                "VirtualMachineProvider {} does not exist: install the provider, or name one \
-                 that exists in providerRef (no EK certificate of these members can be checked \
-                 meanwhile)",
                 spec.provider_ref
             ),
         )

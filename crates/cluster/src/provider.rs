@@ -246,17 +246,22 @@ pub async fn reconcile_vm(
     if age < ready_after {
         return Ok(Action::requeue(ready_after - age));
     }
-    let certificate = ctx.authority.issue(&identity(&vm, &namespace), now)?;
-    let patch = json!({
+    let mut patch = json!({
         "metadata": {"resourceVersion": vm.resource_version()},
         "status": {
-        "phase": "Ready",
-        "readySince": to_time(now),
-        "imageRevision": vm.spec.image_revision,
-        "addresses": [{"type": "InternalIP", "address": fake_address(&vm)}],
-        "tpmEndorsementCertificates": [certificate],
-        "message": "simulated VM",
-    }});
+            "phase": "Ready",
+            "readySince": to_time(now),
+            "imageRevision": vm.spec.image_revision,
+            "addresses": [{"type": "InternalIP", "address": fake_address(&vm)}],
+            "message": "simulated VM",
+        },
+    });
+    // A VM held by a claim keeps the EK it was bound with, whatever its phase went
+    // through: a vTPM's identity never changes under its holder.
+    if !vm.labels().contains_key(CLAIM_LABEL) {
+        let certificate = ctx.authority.issue(&identity(&vm, &namespace), now)?;
+        patch["status"]["tpmEndorsementCertificates"] = json!([certificate]);
+    }
     Ok(settled(write(patch, true).await?))
 }
 

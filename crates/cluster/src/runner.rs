@@ -248,6 +248,7 @@ async fn run_leading(
     .for_each(|_| futures::future::ready(()));
     // Providers are cluster-scoped: their trust bundles serve every namespace.
     let (providers, providers_writer) = reflector::store();
+    let (provider_changed, provider_changes) = futures::channel::mpsc::unbounded::<()>();
     let providers_stream = reflector::reflector(
         providers_writer,
         watcher(
@@ -256,9 +257,12 @@ async fn run_leading(
         ),
     )
     .default_backoff()
-    .applied_objects()
+    .touched_objects()
     .take_until(stop_signal())
-    .for_each(|_| futures::future::ready(()));
+    .for_each(move |_| {
+        let _ = provider_changed.unbounded_send(());
+        futures::future::ready(())
+    });
 
     let claim_ctx = Arc::new(ClaimContext {
         client: client.clone(),
@@ -288,30 +292,15 @@ async fn run_leading(
         let claims_cache = controller.store();
         let members_cache = members_index.clone();
         let wake_cache = claims_cache.clone();
-        let bound_cache = claims_cache.clone();
         let run = controller
             .watches(
                 api::<VirtualMachine>(&client, namespace),
                 watch_config.clone(),
                 move |vm: VirtualMachine| claims_to_wake(&wake_cache, &members_cache, &vm),
             )
-            // A provider's trust bundle changed: every verdict may have (they are rare).
-            .watches(
-                Api::<VirtualMachineProvider>::all(client.clone()),
-                watch_config.clone(),
-                move |_: VirtualMachineProvider| {
-                    bound_cache
-                        .state()
-                        .into_iter()
-                        .filter(|c| {
-                            c.status
-                                .as_ref()
-                                .is_some_and(|s| s.virtual_machine_ref.is_some())
-                        })
-                        .map(|c| ObjectRef::from_obj(c.as_ref()))
-                        .collect::<Vec<_>>()
-                },
-            )
+            // A provider changed: every verdict may have (they are rare). Woken by the
+            // provider cache itself, once it holds the change the passes will read.
+            .reconcile_all_on(provider_changes)
             .graceful_shutdown_on(claims_stop)
             .run(reconcile_claim, claim_error_policy, claim_ctx)
             .for_each(|_| futures::future::ready(()));

@@ -150,6 +150,21 @@ async fn the_claim_release_policy() {
         .delete("a4", &dp)
         .await
         .expect("the controllers' ServiceAccount releases an expired claim");
+    alice
+        .create(&pp, &claim_from("a5", ISSUER, "alice"))
+        .await
+        .expect("alice claims");
+    claims(
+        &impersonating(
+            &emu,
+            "kubernetes-admin",
+            &["system:masters", "system:authenticated"],
+        )
+        .await,
+    )
+    .delete("a5", &dp)
+    .await
+    .expect("a cluster administrator releases any claim");
     emu.shutdown().await;
 }
 

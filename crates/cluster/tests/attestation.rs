@@ -471,6 +471,29 @@ async fn only_a_members_own_certificate_from_its_providers_ca_is_verified() {
         .unwrap();
     wait_for("good no longer verified", T, || verdict_of("good", "False")).await;
     wait_for("forged now verified", T, || verdict_of("forged", "True")).await;
+    // A change of the held member's certificate is judged at once too, both ways: the
+    // forged claim's member publishes another VM's certificate, then its own again.
+    let forged_vm = vms(&client).get("forged-0").await.unwrap();
+    let own = forged_vm.status.unwrap().tpm_endorsement_certificates;
+    let copied = forger
+        .issue(&vm_identity(server.namespace(), "elsewhere", "u"), now)
+        .unwrap();
+    for (entry, status) in [(vec![copied], "False"), (own, "True")] {
+        vms(&client)
+            .patch_status(
+                "forged-0",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"tpmEndorsementCertificates": entry}})),
+            )
+            .await
+            .unwrap();
+        wait_for(
+            &format!("forged {status} after its member changed"),
+            T,
+            || verdict_of("forged", status),
+        )
+        .await;
+    }
     running.stop().await;
     providers(&client)
         .delete(&honest, &DeleteParams::default())
@@ -491,6 +514,30 @@ async fn a_held_member_keeps_its_ek_and_a_deleted_provider_is_published_again() 
     })
     .await;
     let member = bound.status.unwrap().virtual_machine_ref.unwrap();
+    let published = |vm: &cluster::crd::VirtualMachine| {
+        vm.status
+            .as_ref()
+            .map(|s| s.tpm_endorsement_certificates.clone())
+            .unwrap_or_default()
+    };
+    let before = published(&vms(&client).get(&member).await.unwrap());
+    // Its phase reset by someone: the provider makes it Ready again with the same EK.
+    let reset = vms(&client)
+        .patch_status(
+            &member,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Provisioning"}})),
+        )
+        .await
+        .unwrap();
+    let again = wait_for("the held member Ready again", T, || async {
+        let vm = vms(&client).get(&member).await.ok()?;
+        let ready = vm.status.as_ref()?.phase.as_deref() == Some("Ready")
+            && vm.resource_version() != reset.resource_version();
+        ready.then(|| published(&vm))
+    })
+    .await;
+    assert_eq!(again, before, "a held member keeps its EK");
     // Its certificates cleared by someone: the provider does not give the held VM another
     // EK, and the claim says there is none.
     vms(&client)

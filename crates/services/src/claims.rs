@@ -286,8 +286,8 @@ impl<'a> Rights<'a> {
     }
 }
 
-/// The EK certificates a claim mirrors, each checked against the trust bundle of its VM's
-/// provider, both read as the principal (a VM or provider they may not read, or that is
+/// The EK certificates a claim mirrors, each checked as the claim controller does (its
+/// VM's own, chaining to the trust bundle of the VM's provider), both read as the principal (a VM or provider they may not read, or that is
 /// gone, leaves the certificates unchecked, saying why).
 ///
 /// Errors: Kubernetes failures other than 403 and 404.
@@ -329,6 +329,16 @@ async fn endorsement_certificates(
             }
         }
     };
+    let identity = vm
+        .as_ref()
+        .map(|vm| {
+            cluster::attestation::vm_identity(
+                namespace,
+                &vm.name_any(),
+                vm.uid().as_deref().unwrap_or_default(),
+            )
+        })
+        .unwrap_or_default();
     let now = OffsetDateTime::now_utc();
     Ok(status
         .tpm_endorsement_certificates
@@ -347,11 +357,9 @@ async fn endorsement_certificates(
                     Err(why) => EndorsementTrust::Unchecked {
                         detail: why.clone(),
                     },
-                    Ok(bundle) => match bundle.verify(&certificate, now) {
-                        Ok(()) => EndorsementTrust::Trusted,
-                        Err(error) => EndorsementTrust::Untrusted {
-                            detail: error.to_string(),
-                        },
+                    Ok(bundle) => match certificate.refusal(&identity, bundle, now) {
+                        None => EndorsementTrust::Trusted,
+                        Some(detail) => EndorsementTrust::Untrusted { detail },
                     },
                 };
                 EndorsementCertificateView {
