@@ -27,6 +27,9 @@ pub fn vm_identity(namespace: &str, name: &str, uid: &str) -> String {
 /// Credential Profile, section 3.2.16).
 pub const TCG_KP_EK_CERTIFICATE: &[u8] = &[0x67, 0x81, 0x05, 0x08, 0x01];
 
+/// The most refused entries a verdict's message names (then "and N more").
+const MAX_REPORTED_FAILURES: usize = 3;
+
 /// Claim condition reasons of `EndorsementVerified`.
 pub mod reason {
     /// `True`: every EK certificate chains to the provider's trust bundle.
@@ -101,10 +104,10 @@ impl EndorsementCertificate {
                 "bytes after the certificate".into(),
             ));
         }
+        // An unreadable subject alternative name must not pass for naming no VM.
         let identities = parsed
             .subject_alternative_name()
-            .ok()
-            .flatten()
+            .map_err(|e| AttestationError::Unreadable(format!("subject alternative name: {e}")))?
             .map(|san| {
                 san.value
                     .general_names
@@ -150,10 +153,15 @@ impl EndorsementCertificate {
         bundle: &TrustBundle,
         now: OffsetDateTime,
     ) -> Option<String> {
+        // `urn:` and the namespace id compare without case (RFC 8141).
+        let names_a_vm = |uri: &str| {
+            uri.get(..VM_IDENTITY_PREFIX.len())
+                .is_some_and(|prefix| prefix.eq_ignore_ascii_case(VM_IDENTITY_PREFIX))
+        };
         if let Some(other) = self
             .identities
             .iter()
-            .find(|uri| uri.starts_with(VM_IDENTITY_PREFIX) && *uri != identity)
+            .find(|uri| names_a_vm(uri) && *uri != identity)
         {
             return Some(format!("names another VirtualMachine ({other})"));
         }
@@ -276,13 +284,19 @@ pub fn verdict(
             .refusal(identity, &bundle, now)
             .map(|why| format!("SHA-256 {fingerprint} {why}"))
     };
-    let failures: Vec<String> = certificates
+    let mut failures: Vec<String> = certificates
         .iter()
         .enumerate()
         .filter_map(|(n, pem)| {
             failure(pem).map(|why| format!("entry {} of tpmEndorsementCertificates: {why}", n + 1))
         })
         .collect();
+    // However many entries a VM's status holds, the condition stays small.
+    if failures.len() > MAX_REPORTED_FAILURES {
+        let more = failures.len() - MAX_REPORTED_FAILURES;
+        failures.truncate(MAX_REPORTED_FAILURES);
+        failures.push(format!("and {more} more"));
+    }
     if failures.is_empty() {
         (
             true,
@@ -359,6 +373,16 @@ mod tests {
             !trusted && message.contains("not a PEM X.509 certificate"),
             "{message}"
         );
+        // Many bad entries: the message names three and counts the rest.
+        let junk: Vec<String> = std::iter::repeat_n(String::new(), 500).collect();
+        let (_, _, message) = case(&junk, true, bundle);
+        assert!(
+            message.len() < 1_000 && message.contains("and 497 more"),
+            "{message}"
+        );
+        // A banlieue URI in another case names a VM all the same.
+        let shouted = ca.issue("URN:BANLIEUE:VM:ns:other:u2", now).unwrap();
+        assert_eq!(case(&[shouted], true, bundle).1, reason::UNTRUSTED);
         // A bundle with a rotated-out CA beside the current one still verifies.
         let both = format!("{}{}", other.certificate_pem(), ca.certificate_pem());
         assert!(case(only_good, true, Some(&both)).0);
@@ -408,6 +432,10 @@ mod tests {
         assert!(EndorsementCertificate::from_pem(&hidden).is_err());
         let lower = format!("{good}-----begin private key-----\nMC4=\n-----end private key-----\n");
         assert!(EndorsementCertificate::from_pem(&lower).is_err());
+        // A subject alternative name x509-parser cannot read (a URI naming another VM, then
+        // a UTF8String): unreadable, not "names no VM".
+        let unreadable_san = "-----BEGIN CERTIFICATE-----\nMIIBsDCCAVagAwIBAgIUBevPMAdy0b2sn3hPeHoucJZOIiMwCgYIKoZIzj0EAwIw\nFzEVMBMGA1UEAwwMcmV2aWV3IEVLIENBMB4XDTI2MTIwMTIxMzIxNloXDTI2MTIw\nMTIyMzcxNlowFjEUMBIGA1UEAwwLcmV2aWV3IHZUUE0wWTATBgcqhkjOPQIBBggq\nhkjOPQMBBwNCAAROYkVO/DfWbJDrkSdAuo8ajAG5RzBgcZJ2h0y1nW3e3J4B95v3\nLKy4qZqkJp0QVzqeH90mfJydMWI0oEKX3Yyjo4GAMH4wDwYDVR0PAQH/BAUDAwcI\nADAQBgNVHSUECTAHBgVngQUIATAdBgNVHQ4EFgQUzB8gedCCbgxYnx/Mwz0y4MzN\n9wIwDwYDVR0TAQH/BAUwAwEBADApBgNVHREEIjAghht1cm46YmFubGlldWU6dm06\nbnM6b3RoZXI6dTIMAXgwCgYIKoZIzj0EAwIDSAAwRQIgdQ1XuirMcrnHKhc4iahz\nAuU9OXAhF3OxNrI3CPbpt68CIQCdzqkfBYKiLxop1fedxZgrEJUN7f0uryTZMLgy\nbxcfTA==\n-----END CERTIFICATE-----\n";
+        assert!(EndorsementCertificate::from_pem(unreadable_san).is_err());
         let certificate = EndorsementCertificate::from_pem(&format!("\n{good}\n")).unwrap();
         assert_eq!(certificate.to_pem(), good, "PEM encoded again from the DER");
     }

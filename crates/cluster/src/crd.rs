@@ -249,8 +249,9 @@ pub struct VirtualMachineStatus {
     pub image_revision: Option<String>,
     /// EK certificates of the VM's vTPM, one PEM `CERTIFICATE` each, issued by a CA of its
     /// provider's `spec.attestation.ekTrustBundle`. Published before any claim exists, so
-    /// nothing in them is subject-specific.
+    /// nothing in them is subject-specific. At most 8, of at most 16 KiB each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_EK_CERTIFICATES), inner(length(max = MAX_EK_CERTIFICATE_LEN)))]
     pub tpm_endorsement_certificates: Vec<String>,
     /// Human-readable detail from the provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -346,6 +347,7 @@ pub struct VirtualMachineClaimStatus {
     /// The bound VM's `status.tpmEndorsementCertificates` (PEM), mirrored so a broker
     /// reading the claim finds them; cleared on release.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_EK_CERTIFICATES), inner(length(max = MAX_EK_CERTIFICATE_LEN)))]
     pub tpm_endorsement_certificates: Vec<String>,
     /// While Bound, `EndorsementVerified`: whether every EK certificate of the member is its
     /// own and chains to its provider's `ekTrustBundle`. One condition per type.
@@ -359,6 +361,12 @@ pub struct VirtualMachineClaimStatus {
 /// controller with the X.509 path rules of RFC 5280); `False` with one of the
 /// `ENDORSEMENT_*` reasons otherwise. A broker opens an attested channel only when `True`.
 pub const ENDORSEMENT_VERIFIED_CONDITION: &str = "EndorsementVerified";
+
+/// The most EK certificates a VM publishes (a vTPM has an RSA and an ECC EK, and
+/// perhaps a few more).
+pub const MAX_EK_CERTIFICATES: usize = 8;
+/// The longest EK certificate entry, in bytes of PEM.
+pub const MAX_EK_CERTIFICATE_LEN: usize = 16 * 1024;
 
 /// The most bytes of `spec.attestation.ekTrustBundle`.
 pub const MAX_TRUST_BUNDLE_LEN: usize = 256 * 1024;
