@@ -337,3 +337,96 @@ async fn the_claim_subject_policy() {
     params.create(&pp, &saved).await.unwrap();
     emu.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_identities_change_only_the_roles_page_rbac() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let (emu, admin) = start().await;
+    if !emu.is_real() {
+        install_chart(&admin, &policy()).await;
+    }
+    let root = impersonating(
+        &emu,
+        "console:root",
+        &["console:admin", "system:authenticated"],
+    )
+    .await;
+    let roles: Api<ClusterRole> = Api::all(root.clone());
+    let bindings: Api<ClusterRoleBinding> = Api::all(root.clone());
+    // Dry runs: admission decides, and nothing of the shared cluster is ever changed.
+    let dry_delete = kube::api::DeleteParams {
+        dry_run: true,
+        ..kube::api::DeleteParams::default()
+    };
+    let dry_patch = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let denied = "may change only the ClusterRoles and ClusterRoleBindings of the Roles page";
+    refused_by(
+        "banlieue-console-roles",
+        bindings.delete("cluster-admin", &dry_delete).await,
+        denied,
+    );
+    refused_by(
+        "banlieue-console-roles",
+        roles
+            .patch(
+                "system:basic-user",
+                &dry_patch,
+                &Patch::Merge(json!({"metadata": {"labels": {"console.banlieue.io/role": "x"}}})),
+            )
+            .await,
+        denied,
+    );
+    let unlabelled: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": "console-role-unlabelled"},
+        "rules": [],
+    }))
+    .unwrap();
+    refused_by(
+        "banlieue-console-roles",
+        roles
+            .create(
+                &PostParams {
+                    dry_run: true,
+                    ..PostParams::default()
+                },
+                &unlabelled,
+            )
+            .await,
+        denied,
+    );
+    // A role of the Roles page: made, and then it cannot lose its label.
+    let name = format!("console-role-policy-{}", emu.namespace());
+    let own: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"console.banlieue.io/role": "policy"}},
+        "rules": [{"apiGroups": ["banlieue.io"], "resources": ["virtualmachinepools"], "verbs": ["get"]}],
+    }))
+    .unwrap();
+    roles
+        .create(&PostParams::default(), &own)
+        .await
+        .expect("a console role is the console's to make");
+    refused_by(
+        "banlieue-console-roles",
+        roles
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"console.banlieue.io/role": null}}})),
+            )
+            .await,
+        denied,
+    );
+    roles
+        .delete(&name, &kube::api::DeleteParams::default())
+        .await
+        .expect("and to delete");
+    // Kubernetes' own administrators are not console identities.
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .delete("cluster-admin", &dry_delete)
+        .await
+        .expect("the cluster's admin may (a dry run here)");
+    emu.shutdown().await;
+}
