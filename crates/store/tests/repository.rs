@@ -779,8 +779,8 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
     );
     store.append_audit(&audit).await.unwrap();
 
-    assert!(store.revoke_refresh_family("f1", now).await.unwrap());
-    assert!(!store.revoke_refresh_family("f1", now).await.unwrap());
+    assert!(store.revoke_refresh_family(winner, now).await.unwrap());
+    assert!(!store.revoke_refresh_family(winner, now).await.unwrap());
     let revoked = store.refresh_token("t3").await.unwrap().unwrap();
     assert!(revoked.family.revoked_at.is_some());
     assert!(
