@@ -37,7 +37,7 @@ pub async fn page(
 
 /// Renders `state.page` with `state`, answering with `status`.
 pub async fn render(app: &AppState, state: PageState, status: StatusCode) -> Response {
-    let options = app.leptos.clone();
+    let options = LeptosOptions::clone(&app.leptos);
     let render = leptos_axum::render_app_to_stream_with_context(provide_page_state, move || {
         shell(options.clone())
     });

@@ -26,7 +26,8 @@ pub struct AppState {
     /// signed-in person when one is configured.
     pub console: Arc<services::Console>,
     pub config: Arc<Config>,
-    pub leptos: LeptosOptions,
+    /// Shared: the state is cloned for every request by each layer that takes it.
+    pub leptos: Arc<LeptosOptions>,
     /// What `/metrics` serves: the identity metrics, and the controllers' when they run in
     /// this process ([`crate::startup::metrics_registry`]).
     pub metrics: Arc<Registry>,
@@ -51,7 +52,7 @@ pub fn use_cases(
 
 impl FromRef<AppState> for LeptosOptions {
     fn from_ref(state: &AppState) -> Self {
-        state.leptos.clone()
+        LeptosOptions::clone(&state.leptos)
     }
 }
 

@@ -134,7 +134,7 @@ pub async fn serve_on(
         accounts,
         issuer,
         config: Arc::new(config),
-        leptos,
+        leptos: Arc::new(leptos),
         metrics: Arc::new(metrics),
         stopping: tokio_util::sync::CancellationToken::new(),
     };

@@ -82,7 +82,7 @@ impl Store {
     }
 
     pub async fn append_audit(&self, event: &AuditEvent) -> Result<(), StoreError> {
-        let _turn = self.sqlite_write_turn().await;
+        let mut turn = self.write_turn().await?;
         bind_audit(
             sqlx::query(
                 "INSERT INTO audit_events (at_ms, actor, action, target, source_ip, result, \
@@ -90,8 +90,9 @@ impl Store {
             ),
             event,
         )
-        .execute(&self.pool)
+        .execute(turn.connection())
         .await?;
+        turn.keep();
         Ok(())
     }
 

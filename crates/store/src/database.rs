@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::migrate::Migrator;
-use sqlx::{AnyPool, Connection, Executor};
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyConnection, AnyPool, Connection, Executor};
 use time::OffsetDateTime;
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -85,9 +86,17 @@ pub struct Store {
     pub(crate) pool: AnyPool,
     backend: Backend,
     url: String,
-    /// Queues this process's SQLite writers (see [`Store::sqlite_write_turn`]).
-    sqlite_writers: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// On SQLite, the connection of this process's frequent writers, opened on first use
+    /// (see [`Store::write_turn`]).
+    sqlite_writer: std::sync::Arc<tokio::sync::Mutex<Option<AnyConnection>>>,
 }
+
+/// SQLite's settings on every connection. In WAL mode `synchronous = NORMAL` syncs the
+/// log at checkpoints (every 250 ms, [`Store::checkpoint`]), not at every commit: a killed
+/// process loses nothing committed; a power cut can lose the last quarter second of writes
+/// (README). The automatic checkpoint is the backstop.
+const SQLITE_CONNECTION_PRAGMAS: &str = "PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; \
+     PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 10000;";
 
 impl Store {
     /// Opens the database at `url` and applies pending migrations.
@@ -123,16 +132,7 @@ impl Store {
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if backend == Backend::Sqlite {
-                        // In WAL mode `synchronous = NORMAL` syncs the log at checkpoints
-                        // (every 250 ms, `Store::checkpoint`), not at every commit: a
-                        // killed process loses nothing committed; a power cut can lose
-                        // the last quarter second of writes (README). The automatic
-                        // checkpoint is the backstop.
-                        conn.execute(
-                            "PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; \
-                             PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 10000;",
-                        )
-                        .await?;
+                        conn.execute(SQLITE_CONNECTION_PRAGMAS).await?;
                     }
                     Ok(())
                 })
@@ -144,7 +144,7 @@ impl Store {
             pool,
             backend,
             url,
-            sqlite_writers: Default::default(),
+            sqlite_writer: Default::default(),
         };
         store.migrate().await?;
         Ok(store)
@@ -241,18 +241,35 @@ impl Store {
         }
     }
 
-    /// On SQLite, waits for this process's turn to write and holds it until the guard
-    /// drops; on PostgreSQL, `None` at once. SQLite has one writer at a time, and a
+    /// A connection for one of the frequent writes (the refresh grant's, audit rows),
+    /// held until the [`WriteTurn`] drops, and closed then unless [`WriteTurn::keep`] was
+    /// called.
+    ///
+    /// On SQLite it is this process's one writer connection, and waiting for it is
+    /// waiting for this process's turn to write. SQLite has one writer at a time, and a
     /// connection that finds the write lock taken sleeps in its busy handler (1 ms, then
     /// 2, 5, 10 … ms), which put tens of milliseconds on the refresh grant's p99 at four
-    /// concurrent requests. The frequent writes (the refresh grant's, audit rows) queue
-    /// here instead and follow one another without sleeping; rarer writers, and other
-    /// processes (an `admin` command), still meet the busy handler.
-    pub(crate) async fn sqlite_write_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
-        match self.backend {
-            Backend::Sqlite => Some(self.sqlite_writers.clone().lock_owned().await),
-            Backend::Postgres => None,
-        }
+    /// concurrent requests; here writers follow one another without sleeping (rarer
+    /// writers, and other processes such as an `admin` command, still meet the busy
+    /// handler). One connection also keeps its page cache: SQLite drops a connection's
+    /// cache when another connection wrote since its last transaction, and a pool hands
+    /// out its idle connections in turn (and pings each one it takes back). On PostgreSQL
+    /// it is a pooled connection. Errors: [`StoreError::Database`] when no connection
+    /// could be opened.
+    pub(crate) async fn write_turn(&self) -> Result<WriteTurn, StoreError> {
+        let held = match self.backend {
+            Backend::Sqlite => {
+                let mut slot = self.sqlite_writer.clone().lock_owned().await;
+                if slot.is_none() {
+                    let mut conn = AnyConnection::connect(&self.url).await?;
+                    conn.execute(SQLITE_CONNECTION_PRAGMAS).await?;
+                    *slot = Some(conn);
+                }
+                Held::Sqlite(slot)
+            }
+            Backend::Postgres => Held::Pooled(self.pool.acquire().await?),
+        };
+        Ok(WriteTurn { held, kept: false })
     }
 
     pub fn backend(&self) -> Backend {
@@ -298,7 +315,55 @@ impl Store {
 
     /// Closes every connection, waiting for queries in flight (graceful shutdown).
     pub async fn close(&self) {
+        let writer = self.sqlite_writer.lock().await.take();
+        if let Some(conn) = writer {
+            let _ = conn.close().await;
+        }
         self.pool.close().await;
+    }
+}
+
+/// A connection held for one write ([`Store::write_turn`]). Unless [`WriteTurn::keep`] is
+/// called it is closed, rolling back whatever it has open, instead of being used again: a
+/// batch that carries its own `BEGIN … COMMIT` and did not finish (a statement failed, or
+/// the request was dropped and the driver stopped the batch part-way) may have left its
+/// transaction open.
+pub(crate) struct WriteTurn {
+    held: Held,
+    kept: bool,
+}
+
+enum Held {
+    /// The SQLite writer's slot, never empty while held.
+    Sqlite(tokio::sync::OwnedMutexGuard<Option<AnyConnection>>),
+    Pooled(PoolConnection<Any>),
+}
+
+impl WriteTurn {
+    pub(crate) fn connection(&mut self) -> &mut AnyConnection {
+        match &mut self.held {
+            Held::Sqlite(slot) => slot
+                .as_mut()
+                .expect("the writer is connected before its turn is handed out"),
+            Held::Pooled(conn) => conn,
+        }
+    }
+
+    /// The write finished: the connection is used again.
+    pub(crate) fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for WriteTurn {
+    fn drop(&mut self) {
+        if !self.kept {
+            match &mut self.held {
+                // Dropped, the connection's thread closes it; SQLite rolls back.
+                Held::Sqlite(slot) => drop(slot.take()),
+                Held::Pooled(conn) => conn.close_on_drop(),
+            }
+        }
     }
 }
 

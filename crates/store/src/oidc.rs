@@ -378,21 +378,20 @@ impl Store {
         now: OffsetDateTime,
         audit: &AuditEvent,
     ) -> Result<bool, StoreError> {
-        let _turn = self.sqlite_write_turn().await;
         let sql = match self.backend() {
             Backend::Sqlite => ROTATE_SQLITE,
             Backend::Postgres => ROTATE_POSTGRES,
         };
-        let mut conn = ClosedUnlessKept::new(self.pool.acquire().await?);
+        let mut turn = self.write_turn().await?;
         let query = sqlx::query(sql)
             .bind(to_millis(now))
             .bind(successor_hash)
             .bind(token_hash);
         let rows = bind_audit(query, audit)
             .bind(holder_version)
-            .fetch_all(conn.connection())
+            .fetch_all(turn.connection())
             .await?;
-        conn.keep();
+        turn.keep();
         Ok(rows.len() == 1 && rows[0].try_get::<i64, _>("rotated")? == 1)
     }
 
@@ -407,7 +406,7 @@ impl Store {
         holder_version: i64,
         audit: &AuditEvent,
     ) -> Result<bool, StoreError> {
-        let _turn = self.sqlite_write_turn().await;
+        let mut turn = self.write_turn().await?;
         let query = sqlx::query(
             "INSERT INTO audit_events (at_ms, actor, action, target, source_ip, result, detail) \
              SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM oidc_refresh_tokens t \
@@ -420,8 +419,9 @@ impl Store {
         let done = bind_audit(query, audit)
             .bind(token_hash)
             .bind(holder_version)
-            .execute(&self.pool)
+            .execute(turn.connection())
             .await?;
+        turn.keep();
         Ok(done.rows_affected() == 1)
     }
 
@@ -495,38 +495,6 @@ fn code_from_row(row: &AnyRow) -> Result<AuthorizationCodeRecord, StoreError> {
         auth_time: from_millis(row.try_get("auth_time_ms")?)?,
         expires_at: from_millis(row.try_get("expires_ms")?)?,
     })
-}
-
-/// A pooled connection that is closed, rolling back whatever it has open, instead of going
-/// back to the pool unless [`ClosedUnlessKept::keep`] is called: a batch that carries its
-/// own `BEGIN … COMMIT` and did not finish (a statement failed, or the request was dropped
-/// and the driver stopped the batch part-way) may have left its transaction open.
-struct ClosedUnlessKept {
-    conn: sqlx::pool::PoolConnection<sqlx::Any>,
-    kept: bool,
-}
-
-impl ClosedUnlessKept {
-    fn new(conn: sqlx::pool::PoolConnection<sqlx::Any>) -> Self {
-        Self { conn, kept: false }
-    }
-
-    fn connection(&mut self) -> &mut sqlx::AnyConnection {
-        &mut self.conn
-    }
-
-    /// The batch finished: the connection goes back to the pool.
-    fn keep(mut self) {
-        self.kept = true;
-    }
-}
-
-impl Drop for ClosedUnlessKept {
-    fn drop(&mut self) {
-        if !self.kept {
-            self.conn.close_on_drop();
-        }
-    }
 }
 
 /// The prefix of the holder's columns in [`Store::refresh_token`].

@@ -130,7 +130,7 @@ impl TestApp {
             accounts: accounts.clone(),
             issuer: issuer.clone(),
             console: server::routes::use_cases(&accounts, None, &config),
-            leptos: startup::leptos_options(&config),
+            leptos: std::sync::Arc::new(startup::leptos_options(&config)),
             config: Arc::new(config),
         };
         Self {
@@ -192,7 +192,7 @@ impl TestApp {
             accounts: self.accounts.clone(),
             issuer: self.issuer.clone(),
             console: server::routes::use_cases(&self.accounts, Some(access), &config),
-            leptos: startup::leptos_options(&config),
+            leptos: std::sync::Arc::new(startup::leptos_options(&config)),
             config: Arc::new(config),
         };
         self.router = router(state, sessions);

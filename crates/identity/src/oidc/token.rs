@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::Arc;
+use std::task::Poll;
 
 use banlieue_store::{
     CodeRedemption, RefreshFamilyRecord, RefreshTokenRecord, StoreError, UserRecord,
@@ -14,6 +16,7 @@ use time::OffsetDateTime;
 
 use super::clients::Client;
 use super::error::{OAuthError, OAuthErrorCode};
+use super::keys::SigningKey;
 use super::{Issuer, random_token, token_hash};
 use crate::accounts::audit_record;
 use crate::metrics::{CODE_EXCHANGE, REFRESH, REFRESH_REUSE, SUCCESS};
@@ -386,7 +389,7 @@ impl Issuer {
             nonce: None,
             auth_time: family.auth_time,
         };
-        let id_token = self.sign_id_token(&grant, now).await?;
+        let unsigned = self.unsigned_id_token(&grant, now).await?;
         let success = audit_record(
             user.name.as_str(),
             REFRESH,
@@ -395,30 +398,33 @@ impl Issuer {
             SUCCESS,
             &format!("audience {}", family.audience),
         );
-        if retired {
+        let id_token = if retired {
             // Within the grace window: the same successor again, nothing to rotate, as
             // long as the chain, its family and its user are still as judged.
-            let still_due = store
-                .audit_refresh_in_grace(&record.token_hash, user.version, &success)
-                .await
-                .map_err(server_error)?;
-            if !still_due {
+            let (id_token, still_due) = signed_while(
+                store.audit_refresh_in_grace(&record.token_hash, user.version, &success),
+                &unsigned,
+            )
+            .await;
+            if !still_due.map_err(server_error)? {
                 return Ok(None);
             }
             self.accounts.audited(&success);
+            id_token
         } else {
             let successor_hash = token_hash(&successor);
-            let rotated = store
-                .rotate_refresh_token(
+            let (id_token, rotated) = signed_while(
+                store.rotate_refresh_token(
                     &record.token_hash,
                     &successor_hash,
                     user.version,
                     now,
                     &success,
-                )
-                .await
-                .map_err(server_error)?;
-            if !rotated {
+                ),
+                &unsigned,
+            )
+            .await;
+            if !rotated.map_err(server_error)? {
                 return Ok(None);
             }
             self.accounts.audited(&success);
@@ -430,8 +436,9 @@ impl Issuer {
                 successor_is_current: false,
                 holder: Some(user.clone()),
             });
-        }
-        let response = token_response(id_token, Some(successor), &family.scope, self);
+            id_token
+        };
+        let response = token_response(id_token?, Some(successor), &family.scope, self);
         Ok(Some(Ok(response)))
     }
 
@@ -467,6 +474,15 @@ impl Issuer {
         grant: &Grant<'_>,
         now: OffsetDateTime,
     ) -> Result<String, OAuthError> {
+        self.unsigned_id_token(grant, now).await?.sign()
+    }
+
+    /// The claims of the ID token for `grant` and the key that will sign them.
+    async fn unsigned_id_token(
+        &self,
+        grant: &Grant<'_>,
+        now: OffsetDateTime,
+    ) -> Result<UnsignedIdToken, OAuthError> {
         let key = self.keys.signing_key(now).await.map_err(|error| {
             tracing::error!(%error, "no usable signing key");
             OAuthError::server_error()
@@ -493,10 +509,7 @@ impl Issuer {
             preferred_username: grant.user.name.as_str().to_owned(),
             name: grant.user.display_name.clone(),
         };
-        key.sign(&claims).map_err(|error| {
-            tracing::error!(%error, "cannot sign an ID token");
-            OAuthError::server_error()
-        })
+        Ok(UnsignedIdToken { key, claims })
     }
 
     async fn audit_family(
@@ -655,6 +668,38 @@ fn required<'a>(form: &HashMap<&str, &'a str>, name: &str) -> Result<&'a str, OA
         .copied()
         .filter(|v| !v.is_empty())
         .ok_or_else(|| OAuthError::invalid_request(format!("{name} is missing")))
+}
+
+/// An ID token's claims with the key that signs them ([`Issuer::unsigned_id_token`]).
+struct UnsignedIdToken {
+    key: Arc<SigningKey>,
+    claims: IdTokenClaims,
+}
+
+impl UnsignedIdToken {
+    fn sign(&self) -> Result<String, OAuthError> {
+        self.key.sign(&self.claims).map_err(|error| {
+            tracing::error!(%error, "cannot sign an ID token");
+            OAuthError::server_error()
+        })
+    }
+}
+
+/// Signs `unsigned` while `write` runs: `write` is polled once first, which hands its
+/// batch to the database, so the database writes while this thread signs (the signature
+/// is most of a refresh's time) and the write is usually done when the signature is.
+async fn signed_while<W: Future>(
+    write: W,
+    unsigned: &UnsignedIdToken,
+) -> (Result<String, OAuthError>, W::Output) {
+    let mut write = std::pin::pin!(write);
+    let early = std::future::poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx))).await;
+    let signed = unsigned.sign();
+    let written = match early {
+        Poll::Ready(written) => written,
+        Poll::Pending => write.await,
+    };
+    (signed, written)
 }
 
 fn server_error(error: StoreError) -> OAuthError {
