@@ -14,6 +14,11 @@ pub enum AppError {
     Throttled {
         retry_after_secs: u64,
     },
+    /// Too many password checks are waiting already; nothing was checked (RFC 9110
+    /// §15.6.4).
+    Busy {
+        retry_after_secs: u64,
+    },
     PasswordTooLong,
     PasswordTooShort,
     PasswordsDiffer,
@@ -96,6 +101,7 @@ impl AppError {
         match self {
             Self::InvalidCredentials => "error-invalid-credentials",
             Self::Throttled { .. } => "error-throttled",
+            Self::Busy { .. } => "error-busy",
             Self::PasswordTooLong => "error-password-too-long",
             Self::PasswordTooShort => "error-password-too-short",
             Self::PasswordsDiffer => "error-passwords-differ",
@@ -162,6 +168,7 @@ impl AppError {
             Self::CrossSite | Self::MustChangePassword => 403,
             Self::RequestTooLarge => 413,
             Self::Throttled { .. } => 429,
+            Self::Busy { .. } => 503,
             Self::Internal { .. } => 500,
         }
     }
@@ -169,10 +176,11 @@ impl AppError {
     /// The translated message.
     pub fn message(&self, locale: Locale) -> String {
         match self {
-            Self::Throttled { retry_after_secs } => locale.t_with(
-                self.fluent_key(),
-                &[("seconds", retry_after_secs.to_string())],
-            ),
+            Self::Throttled { retry_after_secs } | Self::Busy { retry_after_secs } => locale
+                .t_with(
+                    self.fluent_key(),
+                    &[("seconds", retry_after_secs.to_string())],
+                ),
             Self::Internal { correlation_id } => {
                 locale.t_with(self.fluent_key(), &[("reference", correlation_id.clone())])
             }
@@ -195,6 +203,9 @@ impl AppError {
         vec![
             Self::InvalidCredentials,
             Self::Throttled {
+                retry_after_secs: 1,
+            },
+            Self::Busy {
                 retry_after_secs: 1,
             },
             Self::PasswordTooLong,

@@ -41,6 +41,10 @@ error-throttled = Too many failed attempts. Try again in { $seconds ->
     [one] one second
    *[other] { $seconds } seconds
 }.
+error-busy = The console is checking many passwords right now. Try again in { $seconds ->
+    [one] one second
+   *[other] { $seconds } seconds
+}.
 error-password-too-long = Passwords are at most 128 bytes long.
 error-password-too-short = The new password must be at least 12 bytes long.
 error-missing-user-name = Enter your user name.

@@ -38,6 +38,7 @@ not-found-home = ダッシュボードへ
 ## Errors
 error-invalid-credentials = ユーザー名またはパスワードが正しくありません。
 error-throttled = 失敗が続いたため、{ $seconds } 秒後にもう一度お試しください。
+error-busy = ただいまパスワードの確認が混み合っています。{ $seconds } 秒後にもう一度お試しください。
 error-password-too-long = パスワードは 128 バイト以内にしてください。
 error-password-too-short = 新しいパスワードは 12 バイト以上にしてください。
 error-missing-user-name = ユーザー名を入力してください。

@@ -12,7 +12,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use banlieue_domain::PasswordError;
 use banlieue_domain::views::format_instant;
 use banlieue_identity::{
-    AUDIT_PER_PAGE, Actor, AdminError, PasswordChoice, USERS_PER_PAGE, UserProfile,
+    AUDIT_PER_PAGE, Actor, AdminError, HashError, IdentityError, PasswordChoice, USERS_PER_PAGE,
+    UserProfile,
 };
 use banlieue_store::{AuditQuery, UserRecord};
 use serde::{Deserialize, Serialize};
@@ -495,6 +496,11 @@ pub fn app_error(error: AdminError) -> Result<AppError, anyhow::Error> {
         AdminError::LastAdmin => AppError::LastAdmin,
         AdminError::ConfirmationMismatch => AppError::ConfirmationMismatch,
         AdminError::ControlCharacters => AppError::ControlCharacters,
+        AdminError::Internal(IdentityError::Hash(HashError::Busy { retry_after })) => {
+            AppError::Busy {
+                retry_after_secs: crate::handlers::whole_seconds(retry_after),
+            }
+        }
         AdminError::Internal(error) => return Err(error.into()),
     })
 }

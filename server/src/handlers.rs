@@ -62,11 +62,20 @@ pub async fn sign_in(State(app): State<AppState>, session: Session, request: Req
 pub(crate) fn sign_in_refusal(error: SignInError) -> AppError {
     match error {
         SignInError::Throttled { retry_after } => AppError::Throttled {
-            retry_after_secs: retry_after.as_secs_f64().ceil() as u64,
+            retry_after_secs: whole_seconds(retry_after),
+        },
+        SignInError::Busy { retry_after } => AppError::Busy {
+            retry_after_secs: whole_seconds(retry_after),
         },
         SignInError::InvalidCredentials | SignInError::Internal(_) => AppError::InvalidCredentials,
         SignInError::PasswordTooLong => AppError::PasswordTooLong,
     }
+}
+
+/// `Retry-After` in whole seconds, rounded up so that a client waiting that long is not
+/// refused again.
+pub(crate) fn whole_seconds(wait: std::time::Duration) -> u64 {
+    wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
 }
 
 /// `POST /change-password` with `current_password`, `new_password`, `confirm_password`.
@@ -120,7 +129,13 @@ pub async fn change_password(
         }
         Err(ChangePasswordError::Throttled { retry_after }) => {
             let error = AppError::Throttled {
-                retry_after_secs: retry_after.as_secs_f64().ceil() as u64,
+                retry_after_secs: whole_seconds(retry_after),
+            };
+            refuse(state, error).await
+        }
+        Err(ChangePasswordError::Busy { retry_after }) => {
+            let error = AppError::Busy {
+                retry_after_secs: whole_seconds(retry_after),
             };
             refuse(state, error).await
         }

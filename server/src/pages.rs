@@ -51,7 +51,8 @@ pub async fn render(app: &AppState, state: PageState, status: StatusCode) -> Res
 }
 
 /// Renders `state.page` with `error` and the typed `values` (never passwords), with
-/// the error's status code (and `Retry-After` for [`AppError::Throttled`], RFC 9110
+/// the error's status code (and `Retry-After` for [`AppError::Throttled`] and
+/// [`AppError::Busy`], RFC 9110
 /// §10.2.3).
 pub async fn with_feedback(
     app: &AppState,
@@ -61,7 +62,9 @@ pub async fn with_feedback(
 ) -> Response {
     let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::OK);
     let retry_after = match &error {
-        AppError::Throttled { retry_after_secs } => Some(*retry_after_secs),
+        AppError::Throttled { retry_after_secs } | AppError::Busy { retry_after_secs } => {
+            Some(*retry_after_secs)
+        }
         _ => None,
     };
     state.feedback = Some(FormFeedback { error, values });

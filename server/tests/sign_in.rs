@@ -428,9 +428,11 @@ async fn disabling_a_user_ends_their_session() {
 
 #[tokio::test]
 async fn repeated_failures_are_throttled_alike_for_known_and_unknown_users() {
-    // A minute, so the block outlasts every request below even on a slow machine.
+    // A minute, so the block outlasts every request below even on a slow machine; a
+    // user's ceiling of five, to reach it from five addresses.
     let app = TestApp::with_throttle(ThrottlePolicy {
         base_delay: std::time::Duration::from_secs(60),
+        free_failures_per_user: 5,
         ..ThrottlePolicy::default()
     })
     .await;
@@ -467,6 +469,146 @@ async fn repeated_failures_are_throttled_alike_for_known_and_unknown_users() {
         ))
         .await;
     assert_eq!(right.status, StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test]
+async fn a_parallel_flood_is_counted_before_hashing_and_others_still_sign_in() {
+    let app = TestApp::new().await;
+    app.create_user("admin", PASSWORD, &["admin"], false).await;
+    app.create_user("bob", PASSWORD, &[], false).await;
+    let before = app.accounts.hasher().verifications();
+    let attacker = IpAddr::from([198, 51, 100, 7]);
+    let flood = (0..200).map(|_| {
+        app.send(post_form_from(
+            "/sign-in",
+            form(&[("user_name", "admin"), ("password", "guess")]),
+            None,
+            attacker,
+        ))
+    });
+    let bob = app.send(post_form_from(
+        "/sign-in",
+        form(&[("user_name", "bob"), ("password", PASSWORD)]),
+        None,
+        IpAddr::from([203, 0, 113, 9]),
+    ));
+    let (flood, bob) = tokio::join!(futures::future::join_all(flood), bob);
+    assert_eq!(bob.status, StatusCode::SEE_OTHER, "{}", bob.body);
+    let answered = flood.iter().filter(|r| r.status == StatusCode::OK).count();
+    let refused = flood
+        .iter()
+        .filter(|r| r.status == StatusCode::TOO_MANY_REQUESTS)
+        .count();
+    assert_eq!(answered + refused, 200);
+    // One attempt per address (and per name) is checked at a time, and five failures
+    // block the address: at most five of the 200 were verified, whatever the timing.
+    let verified = app.accounts.hasher().verifications() - before - 1;
+    assert!(
+        (1..=5).contains(&verified) && answered as u64 == verified,
+        "{verified} verified, {answered} answered"
+    );
+    // The refusals wrote a summary row, not 200.
+    let throttled_rows = app
+        .store()
+        .recent_audit(500)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.result == "throttled")
+        .count();
+    assert!(
+        throttled_rows <= 2,
+        "{throttled_rows} audit rows for the refusals"
+    );
+    let metrics = app.metrics().await;
+    assert_eq!(
+        sample(&metrics, r#"banlieue_sign_ins_total{result="throttled"}"#),
+        Some(refused as f64),
+        "the metric counts every refusal"
+    );
+}
+
+#[tokio::test]
+async fn nobody_elsewhere_can_lock_a_person_out_of_their_usual_address() {
+    let app = TestApp::with_throttle(ThrottlePolicy {
+        base_delay: std::time::Duration::from_secs(60),
+        free_failures_per_user: 10,
+        ..ThrottlePolicy::default()
+    })
+    .await;
+    app.create_user("admin", PASSWORD, &["admin"], false).await;
+    let usual = IpAddr::from([192, 0, 2, 10]);
+    let sign_in = |password: &'static str, from: IpAddr| {
+        app.send(post_form_from(
+            "/sign-in",
+            form(&[("user_name", "admin"), ("password", password)]),
+            None,
+            from,
+        ))
+    };
+    assert_eq!(sign_in(PASSWORD, usual).await.status, StatusCode::SEE_OTHER);
+    // An attacker guesses from ten other addresses, three times each: each address is
+    // within its own five, together they pass the user's ceiling of ten.
+    for i in 0..10u8 {
+        for _ in 0..3 {
+            sign_in("guess", IpAddr::from([198, 51, 100, i])).await;
+        }
+    }
+    let fresh = sign_in(PASSWORD, IpAddr::from([203, 0, 113, 1])).await;
+    assert_eq!(
+        fresh.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "a new address waits once the user's ceiling is reached"
+    );
+    assert_eq!(
+        sign_in(PASSWORD, usual).await.status,
+        StatusCode::SEE_OTHER,
+        "the usual address signs in with the right password"
+    );
+    // The usual address keeps its own back-off.
+    for _ in 0..5 {
+        sign_in("typo", usual).await;
+    }
+    assert_eq!(
+        sign_in(PASSWORD, usual).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test]
+async fn a_full_hash_queue_answers_503_at_once() {
+    // Parameters that make a hash take a while, so the queue fills.
+    let hasher = banlieue_identity::PasswordHasher::with_params(
+        argon2::Params::new(32 * 1024, 2, 1, None).unwrap(),
+    );
+    let app = TestApp::with_hasher(hasher, ThrottlePolicy::default()).await;
+    let attempts = (0..40u8).map(|i| {
+        let name = format!("user{i}");
+        app.send(post_form_from(
+            "/sign-in",
+            form(&[("user_name", &name), ("password", "guess")]),
+            None,
+            IpAddr::from([198, 51, i, 1]),
+        ))
+    });
+    let before = app.accounts.hasher().verifications();
+    let responses = futures::future::join_all(attempts).await;
+    let busy: Vec<_> = responses
+        .iter()
+        .filter(|r| r.status == StatusCode::SERVICE_UNAVAILABLE)
+        .collect();
+    let checked = app.accounts.hasher().verifications() - before;
+    assert!(!busy.is_empty(), "some attempts found the queue full");
+    assert_eq!(
+        busy.len() as u64 + checked,
+        40,
+        "the refused ones were not hashed"
+    );
+    assert!(
+        busy.iter()
+            .all(|r| r.header("retry-after").as_deref() == Some("1"))
+    );
+    assert!(busy[0].alert().unwrap().contains("Try again in one second"));
 }
 
 #[tokio::test]

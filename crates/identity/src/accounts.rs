@@ -9,6 +9,7 @@ use rand::Rng;
 use rand::distributions::Alphanumeric;
 use time::OffsetDateTime;
 
+use crate::throttle::Attempt;
 use crate::{HashError, IdentityMetrics, PasswordHasher, SignInThrottle, ThrottlePolicy};
 
 /// Failures that are nobody's input mistake: the database or the hasher broke.
@@ -28,6 +29,9 @@ pub enum IdentityError {
 pub enum SignInError {
     #[error("too many failed sign-ins; retry after {retry_after:?}")]
     Throttled { retry_after: Duration },
+    /// The password hasher's queue is full ([`HashError::Busy`]); nothing was checked.
+    #[error("too many password checks are waiting; retry after {retry_after:?}")]
+    Busy { retry_after: Duration },
     #[error("invalid user name or password")]
     InvalidCredentials,
     #[error("the password is longer than {} bytes", Password::MAX_BYTES)]
@@ -41,6 +45,9 @@ pub enum SignInError {
 pub enum ChangePasswordError {
     #[error("too many failed attempts; retry after {retry_after:?}")]
     Throttled { retry_after: Duration },
+    /// The password hasher's queue is full ([`HashError::Busy`]); nothing was changed.
+    #[error("too many password checks are waiting; retry after {retry_after:?}")]
+    Busy { retry_after: Duration },
     #[error("the current password is wrong")]
     WrongCurrentPassword,
     /// The new password equals the current one (after an administrator set it, they know
@@ -169,64 +176,100 @@ impl Accounts {
 
     /// Checks a user name and password. Every path that reaches the password check costs
     /// exactly one argon2id verification, whether the user exists or not; a throttled
-    /// attempt or an over-long password costs none and reveals nothing about the user.
-    /// Every attempt is audited.
+    /// attempt, a full hash queue or an over-long password costs none and reveals nothing
+    /// about the user. Every attempt is audited, except that the refusals of one throttled
+    /// key write one row per [`THROTTLED_AUDIT_WINDOW`](crate::THROTTLED_AUDIT_WINDOW) (which counts the others); the
+    /// metrics count every attempt.
     pub async fn sign_in(&self, attempt: SignInAttempt<'_>) -> Result<UserRecord, SignInError> {
-        let result = self.check_credentials(attempt).await;
+        let target = audit_safe(attempt.user_name);
+        let admitted = match self
+            .throttle
+            .admit(attempt.user_name, attempt.source, Instant::now())
+        {
+            Ok(admitted) => admitted,
+            Err(throttled) => {
+                match throttled.audit {
+                    Some(unaudited) => {
+                        let detail = if unaudited == 0 {
+                            String::new()
+                        } else {
+                            format!("{unaudited} more refused since the last row")
+                        };
+                        self.audit_event("-", SIGN_IN, &target, attempt.source, THROTTLED, &detail)
+                            .await;
+                    }
+                    None => self.metrics.observe(SIGN_IN, THROTTLED),
+                }
+                return Err(SignInError::Throttled {
+                    retry_after: throttled.retry_after,
+                });
+            }
+        };
+        let result = self.check_credentials(attempt, admitted).await;
         let outcome = match &result {
             Ok(_) => "success",
-            Err(SignInError::Throttled { .. }) => "throttled",
+            Err(SignInError::Throttled { .. }) => THROTTLED,
+            Err(SignInError::Busy { .. }) => "busy",
             Err(SignInError::InvalidCredentials | SignInError::PasswordTooLong) => {
                 "invalid-credentials"
             }
             Err(SignInError::Internal(_)) => "error",
         };
-        let target = audit_safe(attempt.user_name);
         let actor = match &result {
             Ok(user) => user.name.to_string(),
             Err(_) => "-".to_owned(),
         };
-        self.audit(&actor, "session.sign-in", &target, attempt.source, outcome)
+        self.audit(&actor, SIGN_IN, &target, attempt.source, outcome)
             .await;
         result
     }
 
+    /// The password check of an admitted attempt, which it reports to the throttle.
     async fn check_credentials(
         &self,
         attempt: SignInAttempt<'_>,
+        admitted: Attempt<'_>,
     ) -> Result<UserRecord, SignInError> {
-        let started = Instant::now();
-        if let Err(retry_after) = self
-            .throttle
-            .check(attempt.user_name, attempt.source, started)
-        {
-            return Err(SignInError::Throttled { retry_after });
-        }
         let Ok(password) = Password::presented(attempt.password) else {
-            self.throttle
-                .record_failure(attempt.user_name, attempt.source, started);
+            admitted.failed();
             return Err(SignInError::PasswordTooLong);
         };
-        let verified = match self.load_credential(attempt.user_name).await? {
-            Some((user, phc)) => {
-                let ok = self.hasher.verify(&password, &phc).await?;
-                ok.then_some((user, phc))
-            }
-            None => {
-                self.hasher.verify_dummy(&password).await?;
-                None
+        let checked = match self.load_credential(attempt.user_name).await {
+            Ok(Some((user, phc))) => self
+                .hasher
+                .verify(&password, &phc)
+                .await
+                .map(|ok| ok.then_some((user, phc))),
+            Ok(None) => self.hasher.verify_dummy(&password).await.map(|()| None),
+            Err(error) => {
+                admitted.unchecked();
+                return Err(IdentityError::from(error).into());
             }
         };
-        let Some((user, phc)) = verified else {
-            self.throttle
-                .record_failure(attempt.user_name, attempt.source, started);
-            return Err(SignInError::InvalidCredentials);
+        let (user, phc) = match checked {
+            Ok(Some(verified)) => verified,
+            Ok(None) => {
+                admitted.failed();
+                return Err(SignInError::InvalidCredentials);
+            }
+            Err(HashError::Busy { retry_after }) => {
+                admitted.unchecked();
+                return Err(SignInError::Busy { retry_after });
+            }
+            Err(error) => {
+                admitted.unchecked();
+                return Err(IdentityError::from(error).into());
+            }
         };
-        self.throttle.record_success(attempt.user_name);
+        admitted.succeeded();
         let now = OffsetDateTime::now_utc();
         if self.hasher.needs_rehash(&phc) {
-            let fresh = self.hasher.hash(&password).await?;
-            self.store.rehash_password(user.id, &fresh, now).await?;
+            // Opportunistic: with the hasher busy, the next sign-in rehashes.
+            match self.hasher.hash(&password).await {
+                Ok(fresh) => self.store.rehash_password(user.id, &fresh, now).await?,
+                Err(HashError::Busy { .. }) => {}
+                Err(error) => return Err(IdentityError::from(error).into()),
+            }
         }
         self.store.record_sign_in(user.id, now).await?;
         Ok(user)
@@ -261,29 +304,48 @@ impl Accounts {
         source: IpAddr,
         now: OffsetDateTime,
     ) -> Result<UserRecord, ChangePasswordError> {
-        let started = Instant::now();
         let name = user.name.as_str();
-        if let Err(retry_after) = self.throttle.check(name, source, started) {
-            return Err(ChangePasswordError::Throttled { retry_after });
-        }
-        let new = Password::new_secret(new).map_err(ChangePasswordError::InvalidNewPassword)?;
-        let current_ok = match (
-            Password::presented(current),
-            self.store.password_phc(user.id).await?,
-        ) {
-            (Ok(current), Some(phc)) => self.hasher.verify(&current, &phc).await?,
+        let admitted = self
+            .throttle
+            .admit(name, source, Instant::now())
+            .map_err(|throttled| ChangePasswordError::Throttled {
+                retry_after: throttled.retry_after,
+            })?;
+        let new = match Password::new_secret(new) {
+            Ok(new) => new,
+            Err(error) => {
+                admitted.unchecked();
+                return Err(ChangePasswordError::InvalidNewPassword(error));
+            }
+        };
+        let stored = match self.store.password_phc(user.id).await {
+            Ok(stored) => stored,
+            Err(error) => {
+                admitted.unchecked();
+                return Err(error.into());
+            }
+        };
+        let current_ok = match (Password::presented(current), stored) {
+            (Ok(current), Some(phc)) => match self.hasher.verify(&current, &phc).await {
+                Ok(ok) => ok,
+                Err(error) => {
+                    admitted.unchecked();
+                    return Err(busy_or_internal(error));
+                }
+            },
             _ => false,
         };
         if !current_ok {
-            self.throttle.record_failure(name, source, started);
+            admitted.failed();
             self.audit(name, "user.password-change", name, source, "wrong-password")
                 .await;
             return Err(ChangePasswordError::WrongCurrentPassword);
         }
+        admitted.succeeded();
         if Password::presented(current).is_ok_and(|current| current == new) {
             return Err(ChangePasswordError::Unchanged);
         }
-        let phc = self.hasher.hash(&new).await?;
+        let phc = self.hasher.hash(&new).await.map_err(busy_or_internal)?;
         let updated = self.store.set_password(user.id, &phc, false, now).await?;
         // Every session dies with `not_before`; their rows go too (the caller opens a
         // fresh one for the browser that made the change).
@@ -509,6 +571,20 @@ pub(crate) fn audit_record(
         detail: detail.to_owned(),
     }
 }
+
+/// A hasher failure of a password change: a full queue is the caller's to retry.
+fn busy_or_internal(error: HashError) -> ChangePasswordError {
+    match error {
+        HashError::Busy { retry_after } => ChangePasswordError::Busy { retry_after },
+        other => ChangePasswordError::Internal(other.into()),
+    }
+}
+
+/// The audit action of a sign-in attempt.
+const SIGN_IN: &str = "session.sign-in";
+
+/// The audit result, and metrics label, of a refused attempt.
+const THROTTLED: &str = "throttled";
 
 /// A typed name as it may appear in the audit log: at most 64 characters, no control
 /// characters (log injection).

@@ -1,5 +1,6 @@
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use argon2::password_hash::{PasswordHash, PasswordVerifier, SaltString, rand_core::OsRng};
 use argon2::{Algorithm, Argon2, Params, PasswordHasher as _, Version};
@@ -15,13 +16,19 @@ pub enum HashError {
     Worker(#[from] tokio::task::JoinError),
     #[error("the hashing queue is closed")]
     Closed,
+    /// [`PasswordHasher::QUEUE`] hashes are already waiting: answered at once, without
+    /// hashing (HTTP 503 with `Retry-After`).
+    #[error("too many password checks are waiting; retry after {retry_after:?}")]
+    Busy { retry_after: Duration },
 }
 
 /// argon2id password hashing in PHC string format, off the async executor.
 ///
 /// At most two hashes run at once (each takes 64 MiB and a core for a few hundred
-/// milliseconds); further callers wait on a semaphore. Production parameters are
-/// RFC 9106 §4's second recommended option: m = 64 MiB, t = 3, p = 4.
+/// milliseconds); at most [`PasswordHasher::QUEUE`] further callers wait on a semaphore,
+/// and any beyond are refused at once with [`HashError::Busy`], so a flood can neither
+/// make every sign-in wait behind it nor hold memory per waiting request. Production
+/// parameters are RFC 9106 §4's second recommended option: m = 64 MiB, t = 3, p = 4.
 #[derive(Clone)]
 pub struct PasswordHasher {
     inner: Arc<Inner>,
@@ -30,6 +37,8 @@ pub struct PasswordHasher {
 struct Inner {
     params: Params,
     permits: Semaphore,
+    /// Hashes running or waiting.
+    queued: AtomicUsize,
     dummy: OnceCell<String>,
     verifications: AtomicU64,
 }
@@ -37,6 +46,12 @@ struct Inner {
 impl PasswordHasher {
     /// How many hashes may run at the same time.
     pub const CONCURRENCY: usize = 2;
+
+    /// How many hashes may wait for one of the [`Self::CONCURRENCY`] slots.
+    pub const QUEUE: usize = 8;
+
+    /// What a caller refused by a full queue is told to wait.
+    pub const BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
 
     /// The production hasher: argon2id, m = 65536 KiB, t = 3, p = 4.
     pub fn rfc9106_second_recommendation() -> Self {
@@ -51,6 +66,7 @@ impl PasswordHasher {
             inner: Arc::new(Inner {
                 params,
                 permits: Semaphore::new(Self::CONCURRENCY),
+                queued: AtomicUsize::new(0),
                 dummy: OnceCell::new(),
                 verifications: AtomicU64::new(0),
             }),
@@ -75,10 +91,11 @@ impl PasswordHasher {
     /// Verifies `password` against a stored PHC string using the parameters recorded in
     /// it. An unparsable stored hash is an error, not a mismatch.
     pub async fn verify(&self, password: &Password, phc: &str) -> Result<bool, HashError> {
-        self.inner.verifications.fetch_add(1, Ordering::Relaxed);
         let secret = password.expose().to_vec();
         let phc = phc.to_owned();
+        let inner = self.inner.clone();
         self.run(move || {
+            inner.verifications.fetch_add(1, Ordering::Relaxed);
             let parsed = PasswordHash::new(&phc).map_err(|e| HashError::Argon2(e.to_string()))?;
             match Argon2::default().verify_password(&secret, &parsed) {
                 Ok(()) => Ok(true),
@@ -120,7 +137,8 @@ impl PasswordHasher {
             })
     }
 
-    /// How many verifications (real or dummy) this hasher has run: exported as a metric,
+    /// How many verifications (real or dummy) this hasher has run (a refused one, see
+    /// [`HashError::Busy`], is not counted): exported as a metric,
     /// and what tests use to prove every sign-in path costs exactly one.
     pub fn verifications(&self) -> u64 {
         self.inner.verifications.load(Ordering::Relaxed)
@@ -130,6 +148,13 @@ impl PasswordHasher {
         &self,
         work: impl FnOnce() -> Result<T, HashError> + Send + 'static,
     ) -> Result<T, HashError> {
+        let queued = self.inner.queued.fetch_add(1, Ordering::AcqRel);
+        let _place = QueuePlace(&self.inner.queued);
+        if queued >= Self::CONCURRENCY + Self::QUEUE {
+            return Err(HashError::Busy {
+                retry_after: Self::BUSY_RETRY_AFTER,
+            });
+        }
         let _permit = self
             .inner
             .permits
@@ -137,6 +162,16 @@ impl PasswordHasher {
             .await
             .map_err(|_| HashError::Closed)?;
         tokio::task::spawn_blocking(work).await?
+    }
+}
+
+/// A caller's place in the hash queue, given up when it drops (done, refused or
+/// cancelled).
+struct QueuePlace<'a>(&'a AtomicUsize);
+
+impl Drop for QueuePlace<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -154,6 +189,36 @@ mod tests {
 
     fn cheap() -> PasswordHasher {
         PasswordHasher::with_params(Params::new(256, 1, 1, None).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_refuses_at_once_without_hashing() {
+        let hasher = PasswordHasher::with_params(Params::new(8 * 1024, 2, 1, None).unwrap());
+        let phc = hasher
+            .hash(&Password::presented("right").unwrap())
+            .await
+            .unwrap();
+        let wrong = Password::presented("wrong").unwrap();
+        let extra = 5;
+        let mut checks = tokio::task::JoinSet::new();
+        for _ in 0..PasswordHasher::CONCURRENCY + PasswordHasher::QUEUE + extra {
+            let (hasher, wrong, phc) = (hasher.clone(), wrong.clone(), phc.clone());
+            checks.spawn(async move { hasher.verify(&wrong, &phc).await });
+        }
+        let results = checks.join_all().await;
+        let busy = results
+            .iter()
+            .filter(|r| matches!(r, Err(HashError::Busy { .. })))
+            .count();
+        assert_eq!(busy, extra, "every caller beyond the queue is refused");
+        assert_eq!(
+            hasher.verifications(),
+            (PasswordHasher::CONCURRENCY + PasswordHasher::QUEUE) as u64
+        );
+        assert!(
+            hasher.verify(&wrong, &phc).await.is_ok(),
+            "the queue empties"
+        );
     }
 
     #[tokio::test]

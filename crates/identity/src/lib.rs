@@ -21,4 +21,7 @@ pub use admin::{
 };
 pub use hasher::{HashError, PasswordHasher};
 pub use metrics::IdentityMetrics;
-pub use throttle::{SignInThrottle, ThrottlePolicy};
+pub use throttle::{
+    Attempt, MAX_ENTRIES as THROTTLE_MAX_ENTRIES, SignInThrottle, THROTTLED_AUDIT_WINDOW,
+    ThrottlePolicy, Throttled,
+};

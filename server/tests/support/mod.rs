@@ -49,6 +49,7 @@ impl TestApp {
     pub async fn unthrottled() -> Self {
         Self::with_throttle(ThrottlePolicy {
             free_failures: u32::MAX,
+            free_failures_per_user: u32::MAX,
             ..ThrottlePolicy::default()
         })
         .await
