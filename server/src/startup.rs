@@ -106,6 +106,10 @@ pub async fn serve_on(
         tokio::spawn(checkpoint_database(store.clone()));
     }
     let (kube, dev_cluster) = open_cluster(&mut config).await?;
+    if let Some(access) = &kube {
+        // Only groups the cluster lets the console impersonate are sent.
+        tokio::spawn(access.clone().follow_impersonable_groups());
+    }
     let (stop_controllers, controllers_stop) = tokio::sync::watch::channel(false);
     let cluster_metrics = Arc::new(cluster::Metrics::default());
     let controllers = match &kube {

@@ -91,3 +91,99 @@ fn each_role_includes_the_ones_below_it_and_is_bound_to_its_group() {
         assert_eq!(binding["subjects"][0]["name"], format!("console:{role}"));
     }
 }
+
+/// Every rule of the roles bound to the console's ServiceAccount, as the chart renders
+/// them (`charts/rendered/banlieue-console.yaml`).
+fn console_service_account_rules() -> Vec<Value> {
+    let objects: Vec<Value> = cluster::chart::parse_documents(cluster::chart::RENDERED)
+        .unwrap()
+        .into_iter()
+        .map(|o| serde_json::to_value(o).unwrap())
+        .collect();
+    let mut rules = Vec::new();
+    for binding in objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRoleBinding" || o["kind"] == "RoleBinding")
+    {
+        let to_console = binding["subjects"].as_array().unwrap().iter().any(|s| {
+            s["kind"] == "ServiceAccount"
+                && s["name"] == "banlieue-console"
+                && s["namespace"] == cluster::chart::RELEASE_NAMESPACE
+        });
+        if !to_console {
+            continue;
+        }
+        let role = objects
+            .iter()
+            .find(|o| {
+                o["kind"] == binding["roleRef"]["kind"]
+                    && o["metadata"]["name"] == binding["roleRef"]["name"]
+            })
+            .unwrap_or_else(|| panic!("the role of {}", binding["metadata"]["name"]));
+        rules.extend(role["rules"].as_array().unwrap().iter().cloned());
+    }
+    rules
+}
+
+#[test]
+fn the_console_impersonates_users_and_console_groups_only() {
+    let rules = console_service_account_rules();
+    let with_verb = |verb: &str| -> Vec<Value> {
+        rules
+            .iter()
+            .filter(|r| {
+                r["verbs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|v| v == verb || v == "*")
+            })
+            .cloned()
+            .collect()
+    };
+    // Users by any name (RBAC has no prefixes); groups by name: system:authenticated and
+    // the built-in roles' groups, the ones `cluster::impersonable` starts from. No
+    // ServiceAccounts, uids or extras.
+    assert_eq!(
+        with_verb("impersonate"),
+        [
+            serde_json::json!({"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"]}),
+            serde_json::json!({
+                "apiGroups": [""], "resources": ["groups"], "verbs": ["impersonate"],
+                "resourceNames": cluster::impersonable::groups_for(&[]),
+            }),
+        ]
+    );
+    // `escalate` only on the list of groups, which it reads and replaces; `bind` nowhere.
+    let keeping = serde_json::json!({
+        "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+        "resourceNames": [cluster::impersonable::GROUPS_ROLE],
+        "verbs": ["get", "update", "escalate"],
+    });
+    assert_eq!(with_verb("escalate"), std::slice::from_ref(&keeping));
+    assert_eq!(with_verb("bind"), Vec::<Value>::new());
+    let rbac_writes: Vec<Value> = ["create", "update", "patch", "delete", "deletecollection"]
+        .iter()
+        .flat_map(|verb| with_verb(verb))
+        .filter(|r| {
+            r["apiGroups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| g == "rbac.authorization.k8s.io" || g == "*")
+        })
+        .collect();
+    assert_eq!(rbac_writes, [keeping], "no other RBAC write");
+    for rule in &rules {
+        for field in ["apiGroups", "resources", "verbs"] {
+            assert!(
+                !rule[field]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|v| v == "*"),
+                "{rule}"
+            );
+        }
+    }
+}

@@ -3,16 +3,20 @@
 //! decide what the person may do, and SelfSubjectAccessReviews asked as them.
 //!
 //! The console's own rights ([`Impersonation::console_client`]) are for the controllers
-//! only, never for a request made on a person's behalf.
+//! and for keeping the list of groups it may impersonate ([`crate::impersonable`]), never
+//! for a request made on a person's behalf.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::PostParams;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
 use crate::Error;
@@ -22,7 +26,7 @@ use crate::Error;
 pub const CONSOLE_PREFIX: &str = "console:";
 
 /// The group every authenticated Kubernetes user is in.
-const AUTHENTICATED_GROUP: &str = "system:authenticated";
+pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
 
 /// How long an impersonating client (and its connection pool) is reused for one identity.
 const CLIENT_TTL: Duration = Duration::from_secs(300);
@@ -56,6 +60,9 @@ impl KubernetesIdentity {
 pub struct Impersonation {
     config: kube::Config,
     clients: Mutex<HashMap<KubernetesIdentity, (Instant, Client)>>,
+    /// The groups the cluster lets the console impersonate, once known
+    /// ([`Impersonation::follow_impersonable_groups`]); `None`: not known, or any.
+    impersonable: RwLock<Option<BTreeSet<String>>>,
 }
 
 impl Impersonation {
@@ -64,6 +71,7 @@ impl Impersonation {
         Self {
             config,
             clients: Mutex::new(HashMap::new()),
+            impersonable: RwLock::new(None),
         }
     }
 
@@ -105,10 +113,12 @@ impl Impersonation {
     }
 
     /// A client acting as `identity` (`Impersonate-User`, `Impersonate-Group`), reused
-    /// for [`CLIENT_TTL`] per identity.
+    /// for [`CLIENT_TTL`] per identity. Once the groups the console may impersonate are
+    /// known, a group outside them is left out ([`Impersonation::narrowed`]).
     ///
     /// Errors: the configuration cannot make a client (TLS settings).
     pub fn client_for(&self, identity: &KubernetesIdentity) -> Result<Client, Error> {
+        let identity = &self.narrowed(identity);
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         clients.retain(|_, (at, _)| at.elapsed() < CLIENT_TTL);
         if let Some((_, client)) = clients.get(identity) {
@@ -120,6 +130,82 @@ impl Impersonation {
         let client = Client::try_from(config)?;
         clients.insert(identity.clone(), (Instant::now(), client.clone()));
         Ok(client)
+    }
+
+    /// `identity` without the groups the cluster does not let the console impersonate
+    /// (a role held in the console without a labelled ClusterRole: made by hand, or just
+    /// deleted): the API server would refuse the whole request for one of them, and none
+    /// names a role of the Roles page. Unchanged while those groups are not known.
+    pub fn narrowed(&self, identity: &KubernetesIdentity) -> KubernetesIdentity {
+        let impersonable = self.impersonable.read().unwrap_or_else(|p| p.into_inner());
+        let Some(impersonable) = impersonable.as_ref() else {
+            return identity.clone();
+        };
+        let (groups, left_out): (Vec<String>, Vec<String>) = identity
+            .groups
+            .iter()
+            .cloned()
+            .partition(|group| impersonable.contains(group));
+        if !left_out.is_empty() {
+            tracing::debug!(user = %identity.user, ?left_out, "groups the console may not impersonate are left out");
+        }
+        KubernetesIdentity {
+            user: identity.user.clone(),
+            groups,
+        }
+    }
+
+    /// Records which groups the console may impersonate (`None`: not known).
+    pub fn set_impersonable_groups(&self, groups: Option<BTreeSet<String>>) {
+        *self.impersonable.write().unwrap_or_else(|p| p.into_inner()) = groups;
+    }
+
+    /// Brings the list of groups the console may impersonate up to date with the custom
+    /// roles now in the cluster ([`crate::impersonable::reconcile`], with the console's
+    /// own credentials), and narrows impersonation to it: the Roles page calls it after
+    /// each change, so a new role's holders are impersonated with it at once.
+    ///
+    /// Errors: as [`crate::impersonable::reconcile`].
+    pub async fn update_impersonable_groups(&self) -> Result<(), Error> {
+        let groups = crate::impersonable::reconcile(&self.console_client()?).await?;
+        self.set_impersonable_groups(Some(groups.into_iter().collect()));
+        Ok(())
+    }
+
+    /// Follows the ClusterRole [`crate::impersonable::GROUPS_ROLE`] (a watch with the
+    /// console's own credentials), narrowing impersonation to the groups it names; while
+    /// it cannot be read, or names none, nothing is left out. Never returns: spawn it.
+    pub async fn follow_impersonable_groups(self: std::sync::Arc<Self>) {
+        let client = match self.console_client() {
+            Ok(client) => client,
+            Err(error) => {
+                tracing::warn!(%error, "cannot follow the groups the console may impersonate");
+                return std::future::pending().await;
+            }
+        };
+        let config = watcher::Config::default().fields(&format!(
+            "metadata.name={}",
+            crate::impersonable::GROUPS_ROLE
+        ));
+        let mut events =
+            std::pin::pin!(watcher(Api::<ClusterRole>::all(client), config).default_backoff());
+        let mut listed = false;
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::Init) => listed = false,
+                Ok(watcher::Event::InitApply(role) | watcher::Event::Apply(role)) => {
+                    listed = true;
+                    self.set_impersonable_groups(crate::impersonable::impersonable_in(&role));
+                }
+                Ok(watcher::Event::InitDone) if !listed => self.set_impersonable_groups(None),
+                Ok(watcher::Event::Delete(_)) => self.set_impersonable_groups(None),
+                Ok(watcher::Event::InitDone) => {}
+                Err(error) => {
+                    tracing::debug!(%error, "watching the groups the console may impersonate")
+                }
+            }
+        }
+        std::future::pending().await
     }
 }
 
@@ -156,6 +242,28 @@ pub async fn may(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn groups_the_console_may_not_impersonate_are_left_out() {
+        let access = Impersonation::new(kube::Config::new("https://127.0.0.1:1".parse().unwrap()));
+        let identity = KubernetesIdentity::console("alice", ["developer", "gone"]);
+        assert_eq!(
+            access.narrowed(&identity),
+            identity,
+            "nothing known: unchanged"
+        );
+        access.set_impersonable_groups(Some(
+            ["system:authenticated", "console:developer"]
+                .map(str::to_owned)
+                .into(),
+        ));
+        let narrowed = access.narrowed(&identity);
+        assert_eq!(narrowed.user, "console:alice");
+        assert_eq!(
+            narrowed.groups,
+            ["console:developer", "system:authenticated"]
+        );
+    }
 
     #[test]
     fn a_console_identity_is_prefixed_and_authenticated() {

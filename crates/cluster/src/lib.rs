@@ -13,6 +13,7 @@ mod convert;
 pub mod crd;
 pub mod ek_authority;
 mod error;
+pub mod impersonable;
 pub mod impersonation;
 pub mod member_index;
 mod metrics;

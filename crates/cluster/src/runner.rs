@@ -123,7 +123,8 @@ pub async fn check_crds(client: &Client, namespace: Option<&str>) -> Result<(), 
     Ok(())
 }
 
-/// Runs the claim, pool and (when configured) simulated-provider controllers while this
+/// Runs the claim, pool and (when configured) simulated-provider controllers, and keeps
+/// the groups the console may impersonate ([`crate::impersonable`]), while this
 /// replica holds the leader Lease, until `shutdown` completes; then stops them, waits for
 /// reconciles in flight, and releases the Lease so another replica takes over at once.
 /// Losing the Lease stops the controllers and puts this replica back in the queue.
@@ -397,13 +398,16 @@ async fn run_leading(
             }
         }
     };
+    // The groups the console may impersonate follow the custom roles.
+    let impersonable = crate::impersonable::keep_reconciled(client.clone(), stop_signal());
     tokio::join!(
         members_stream,
         pools_stream,
         providers_stream,
         claims,
         pools_controller,
-        provider
+        provider,
+        impersonable
     );
 }
 

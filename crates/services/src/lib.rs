@@ -4,7 +4,9 @@
 //! [`banlieue_domain::views`] or a [`ServiceError`].
 //!
 //! Every call to Kubernetes is made as the principal (impersonation,
-//! [`cluster::Impersonation`]), so RBAC and the admission policies decide; every action,
+//! [`cluster::Impersonation`]), so RBAC and the admission policies decide — but one: after
+//! a role changes, the console updates the groups it may impersonate with its own
+//! credentials ([`cluster::impersonable`]); every action,
 //! allowed or refused, is audited here and nowhere else ([`Console::audited`]). No HTTP
 //! framework lives here: `server` maps requests to calls and [`ServiceError`]s to
 //! responses.

@@ -4,12 +4,18 @@
 //!
 //! A custom role is applied as one unit: a new role's ClusterRole is created first and
 //! removed again when its binding cannot be made, so nothing is left half-made.
+//!
+//! After each change the console, with its own credentials and nothing else, brings the
+//! list of groups it may impersonate up to date ([`cluster::impersonable`]), so a new
+//! role's holders are acted for with its group at once and a deleted role's group is no
+//! longer impersonable.
 
 use std::collections::BTreeMap;
 
 use banlieue_domain::views::{RoleRow, RolesView};
 use banlieue_domain::{BuiltinRole, RoleName};
 use cluster::crd::GROUP;
+use cluster::impersonable::ROLE_LABEL;
 use cluster::impersonation::CONSOLE_PREFIX;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -18,8 +24,6 @@ use kube::{Api, ResourceExt};
 use crate::pools::FIELD_MANAGER;
 use crate::{Console, Principal, Result, ServiceError};
 
-/// The label naming a custom role's console name.
-pub const ROLE_LABEL: &str = "console.banlieue.io/role";
 /// The label of the chart's built-in roles.
 const BUILTIN_LABEL: &str = "console.banlieue.io/builtin";
 /// What a custom role may grant: the banlieue.io resources…
@@ -86,6 +90,9 @@ impl Console {
     /// [`ServiceError::Unavailable`].
     pub async fn save_role(&self, who: &Principal, command: &SaveRole) -> Result<RoleName> {
         let saved = self.try_save_role(who, command).await;
+        if saved.is_ok() {
+            self.update_impersonable_groups().await;
+        }
         let (action, outcome) = match saved {
             Ok((name, Applied::Created)) => ("role.create", Ok(name)),
             Ok((name, Applied::Updated)) => ("role.update", Ok(name)),
@@ -163,7 +170,21 @@ impl Console {
                 .await?)
         };
         let deleted = deleted.await;
+        if deleted.is_ok() {
+            self.update_impersonable_groups().await;
+        }
         self.audited(who, "role.delete", name, deleted).await
+    }
+
+    /// Updates the groups the console may impersonate after a role changed; a failure
+    /// is logged, and the controllers' next pass ([`cluster::impersonable`]) repairs it.
+    async fn update_impersonable_groups(&self) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        if let Err(error) = cluster.update_impersonable_groups().await {
+            tracing::warn!(%error, "cannot update the groups the console impersonates; the controllers will retry");
+        }
     }
 
     /// An impersonating client for an admin.

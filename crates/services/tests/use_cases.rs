@@ -387,6 +387,69 @@ async fn a_role_is_made_whole_or_not_at_all() {
     setup.emulator.shutdown().await;
 }
 
+/// The groups the chart's `banlieue-console-impersonator-groups` lets the console
+/// impersonate.
+async fn impersonable(admin: &Client) -> std::collections::BTreeSet<String> {
+    let role = Api::<ClusterRole>::all(admin.clone())
+        .get(cluster::impersonable::GROUPS_ROLE)
+        .await
+        .unwrap();
+    cluster::impersonable::impersonable_in(&role).expect("groups by name")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_roles_group_is_impersonable_at_once_and_a_deleted_ones_no_more() {
+    let setup = Setup::start().await;
+    // The console with its ServiceAccount's credentials (the chart's RBAC and policy), and
+    // no controllers: the Roles page itself keeps the list.
+    setup.emulator.add_token(
+        "console-sa",
+        kube_emulator::UserInfo {
+            username: "system:serviceaccount:banlieue-system:banlieue-console".into(),
+            groups: vec!["system:serviceaccounts".into()],
+            ..kube_emulator::UserInfo::default()
+        },
+    );
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::from_yaml(&setup.emulator.kubeconfig_for("console-sa")).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let console = Console::new(
+        setup.accounts.clone(),
+        Some(Arc::new(Impersonation::new(config))),
+        Settings {
+            issuer: ISSUER.into(),
+            claim_ttl_choices: vec![900],
+        },
+    );
+    let admin = setup.person("ada", &["admin"]).await;
+    assert!(!impersonable(&setup.admin).await.contains("console:auditor"));
+    let role = SaveRole {
+        name: "auditor".into(),
+        grants: vec![("virtualmachineclaims".to_owned(), "get".to_owned())],
+    };
+    console.save_role(&admin, &role).await.unwrap();
+    assert!(impersonable(&setup.admin).await.contains("console:auditor"));
+    // Its author now holds it, and is acted for with its group.
+    let ada = setup
+        .accounts
+        .store()
+        .user_by_name(&UserName::parse("ada").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let ada = Principal::local(ada, Authenticator::Session, ADDRESS);
+    console
+        .roles(&ada, None)
+        .await
+        .expect("the author, with the new role's group");
+    console.delete_role(&admin, "auditor").await.unwrap();
+    assert!(!impersonable(&setup.admin).await.contains("console:auditor"));
+    setup.emulator.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_can_i_do_is_kubernetes_answer_and_empty_without_a_cluster() {
     let setup = Setup::start().await;

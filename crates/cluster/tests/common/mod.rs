@@ -135,6 +135,43 @@ pub async fn install_crds(client: &Client) {
     }
 }
 
+/// The console's ServiceAccount, as the chart binds it.
+pub const CONSOLE_SERVICE_ACCOUNT: &str = "system:serviceaccount:banlieue-system:banlieue-console";
+
+/// The console's own credentials (its ServiceAccount's token: on the emulator a static
+/// token made here, on the test bed the one `scripts/testbed` made), working in the
+/// test's namespace: what the chart's RBAC grants the console, and no more.
+pub async fn console_config(server: &Server) -> kube::Config {
+    let yaml = match server {
+        Server::Emulator(emu) => {
+            let token = format!("console-{}", banlieue_testbed::unique_name("token"));
+            emu.add_token(
+                &token,
+                kube_emulator::UserInfo {
+                    username: CONSOLE_SERVICE_ACCOUNT.into(),
+                    groups: vec![
+                        "system:serviceaccounts".into(),
+                        "system:serviceaccounts:banlieue-system".into(),
+                    ],
+                    ..kube_emulator::UserInfo::default()
+                },
+            );
+            emu.kubeconfig_for(&token)
+        }
+        Server::Testbed(bed, _) => std::fs::read_to_string(bed.console_kubeconfig_path())
+            .expect("the test bed's console.kubeconfig"),
+    };
+    let mut kubeconfig = Kubeconfig::from_yaml(&yaml).expect("kubeconfig");
+    for context in &mut kubeconfig.contexts {
+        if let Some(context) = context.context.as_mut() {
+            context.namespace = Some(server.namespace().to_owned());
+        }
+    }
+    kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("config")
+}
+
 /// The admin client impersonating `user` with `groups` (like the console does).
 pub async fn impersonating(server: &Server, user: &str, groups: &[&str]) -> Client {
     let mut config = kube::Config::from_custom_kubeconfig(

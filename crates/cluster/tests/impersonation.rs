@@ -1,0 +1,399 @@
+//! What the console's own credentials may impersonate (issue 13): any user name but no
+//! ServiceAccount, uid or extra; only the groups `system:authenticated`, the built-in
+//! roles' and each custom role's `console:<role>`, kept by `cluster::impersonable` and
+//! by nothing else (the policy `banlieue-console-impersonator-groups`).
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use cluster::chart::ClaimSubjectPolicy;
+use cluster::impersonable::{GROUPS_ROLE, ROLE_LABEL};
+use cluster::impersonation::may;
+use cluster::{Impersonation, KubernetesIdentity};
+use common::*;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+const POLICY: &str = "banlieue-console-impersonator-groups";
+
+/// The API server, with the chart (already installed by helm on the test bed).
+async fn start_with_chart() -> (Server, Client) {
+    let (server, admin) = start().await;
+    if !server.is_real() {
+        install_chart(&admin, &ClaimSubjectPolicy::only_issuer(ISSUER)).await;
+    }
+    (server, admin)
+}
+
+/// The console's credentials impersonating `user` with `groups` (and `uid`, `extra`).
+async fn console_as(
+    server: &Server,
+    user: &str,
+    groups: &[&str],
+    uid: Option<&str>,
+    extra: Option<(&str, &str)>,
+) -> Client {
+    let mut config = console_config(server).await;
+    config.auth_info.impersonate = Some(user.into());
+    config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
+    config.auth_info.impersonate_uid = uid.map(Into::into);
+    config.auth_info.impersonate_user_extra =
+        extra.map(|(k, v)| HashMap::from([(k.to_owned(), vec![v.to_owned()])]));
+    Client::try_from(config).expect("client")
+}
+
+/// The console's own client, impersonating nobody.
+async fn console(server: &Server) -> Client {
+    Client::try_from(console_config(server).await).expect("client")
+}
+
+/// Asks a SelfSubjectAccessReview through `client`: `Ok` when the API server let the
+/// console impersonate whom `client` impersonates, else the refusal's message (403).
+async fn impersonation(client: &Client) -> Result<(), String> {
+    match may(client, "virtualmachinepools", "list", None).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 403 => Err(s.message),
+        Err(other) => panic!("unexpected {other:?}"),
+    }
+}
+
+/// What the API server says when the console may not impersonate `resource` `name`
+/// (`userextras/<key>`: the key is the subresource).
+fn refused(resource: &str, name: &str, group: &str, scope: &str) -> String {
+    let plural = resource.split('/').next().unwrap_or(resource);
+    let qualified = if group.is_empty() {
+        plural.to_owned()
+    } else {
+        format!("{plural}.{group}")
+    };
+    format!(
+        "{qualified} \"{name}\" is forbidden: User \"{CONSOLE_SERVICE_ACCOUNT}\" cannot \
+         impersonate resource \"{resource}\" in API group \"{group}\" {scope}"
+    )
+}
+
+/// A custom role's ClusterRole as kubectl or the Roles page makes it.
+fn custom_role(role: &str) -> ClusterRole {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("console-role-{role}"), "labels": {ROLE_LABEL: role}},
+        "rules": [{"apiGroups": ["banlieue.io"], "resources": ["virtualmachinepools"], "verbs": ["get"]}],
+    }))
+    .unwrap()
+}
+
+/// A role name of this test alone (the test bed is shared).
+fn role_name(server: &Server, prefix: &str) -> String {
+    if server.is_real() {
+        banlieue_testbed::unique_name(prefix)
+    } else {
+        prefix.to_owned()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_impersonates_any_user_but_only_console_groups() {
+    let (server, admin) = start_with_chart().await;
+    let cluster = "at the cluster scope";
+    // A person with every built-in role: what the console sends.
+    let person = KubernetesIdentity::console("alice", ["viewer", "developer", "operator", "admin"]);
+    let groups: Vec<&str> = person.groups.iter().map(String::as_str).collect();
+    impersonation(&console_as(&server, &person.user, &groups, None, None).await)
+        .await
+        .expect("a console person with the built-in roles");
+    impersonation(&console_as(&server, "anyone-at-all", &[], None, None).await)
+        .await
+        .expect("users are not limited by name");
+
+    for group in ["system:masters", "system:nodes", "console-admin", "admins"] {
+        assert_eq!(
+            impersonation(&console_as(&server, "console:alice", &[group], None, None).await).await,
+            Err(refused("groups", group, "", cluster)),
+            "{group}"
+        );
+    }
+    assert_eq!(
+        impersonation(
+            &console_as(
+                &server,
+                "system:serviceaccount:kube-system:default",
+                &[],
+                None,
+                None
+            )
+            .await
+        )
+        .await,
+        Err(refused(
+            "serviceaccounts",
+            "default",
+            "",
+            "in the namespace \"kube-system\""
+        )),
+    );
+    assert_eq!(
+        impersonation(&console_as(&server, "console:alice", &[], Some("1"), None).await).await,
+        Err(refused("uids", "1", "authentication.k8s.io", cluster)),
+    );
+    assert_eq!(
+        impersonation(
+            &console_as(&server, "console:alice", &[], None, Some(("scopes", "all"))).await
+        )
+        .await,
+        Err(refused(
+            "userextras/scopes",
+            "all",
+            "authentication.k8s.io",
+            cluster
+        )),
+    );
+
+    // A custom role's group is impersonable once the list is kept, and no longer once the
+    // role is gone.
+    let role = role_name(&server, "imp");
+    let group = format!("console:{role}");
+    let as_holder = console_as(&server, "console:alice", &[&group], None, None).await;
+    assert_eq!(
+        impersonation(&as_holder).await,
+        Err(refused("groups", &group, "", cluster))
+    );
+    let roles = Api::<ClusterRole>::all(admin.clone());
+    roles
+        .create(&PostParams::default(), &custom_role(&role))
+        .await
+        .unwrap();
+    let kept = cluster::impersonable::reconcile(&console(&server).await)
+        .await
+        .expect("the console keeps its list with its own credentials");
+    assert!(kept.contains(&group), "{kept:?}");
+    impersonation(&as_holder)
+        .await
+        .expect("a custom role's group");
+    roles
+        .delete(&format!("console-role-{role}"), &DeleteParams::default())
+        .await
+        .unwrap();
+    let kept = cluster::impersonable::reconcile(&console(&server).await)
+        .await
+        .unwrap();
+    assert!(!kept.contains(&group), "{kept:?}");
+    assert_eq!(
+        impersonation(&as_holder).await,
+        Err(refused("groups", &group, "", cluster))
+    );
+    server.shutdown().await;
+}
+
+/// Expects a 403 from the policy.
+fn refused_by_policy<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) {
+    match result {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(
+                (s.code, s.reason.as_str()),
+                (403, "Forbidden"),
+                "{what}: {}",
+                s.message
+            );
+            assert!(
+                s.message.contains(&format!(
+                    "ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied request: \
+                     the console service account may only set which groups it impersonates"
+                )),
+                "{what}: {}",
+                s.message
+            );
+        }
+        other => panic!("{what}: expected the policy's refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_may_only_list_console_groups_to_impersonate() {
+    let (server, admin) = start_with_chart().await;
+    let console = console(&server).await;
+    let roles = Api::<ClusterRole>::all(console.clone());
+    // Dry runs: admission decides, and the shared cluster's list is never changed.
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let current = roles.get(GROUPS_ROLE).await.expect("the console reads it");
+    let with = |change: &dyn Fn(&mut serde_json::Value)| -> ClusterRole {
+        let mut value = serde_json::to_value(&current).unwrap();
+        change(&mut value);
+        serde_json::from_value(value).unwrap()
+    };
+    let names = "/rules/0/resourceNames";
+    let cases: [(&str, ClusterRole); 7] = [
+        (
+            "system:masters added",
+            with(&|v| {
+                v.pointer_mut(names)
+                    .unwrap()
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!("system:masters"))
+            }),
+        ),
+        (
+            "no names (every group)",
+            with(&|v| v["rules"][0]["resourceNames"] = json!([])),
+        ),
+        (
+            "names dropped (every group)",
+            with(&|v| {
+                v["rules"][0]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("resourceNames");
+            }),
+        ),
+        (
+            "a rule for users",
+            with(&|v| {
+                v["rules"].as_array_mut().unwrap().push(json!({
+                    "apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"],
+                    "resourceNames": ["console:x"],
+                }))
+            }),
+        ),
+        (
+            "another verb",
+            with(&|v| v["rules"][0]["verbs"] = json!(["impersonate", "get"])),
+        ),
+        (
+            "an aggregationRule",
+            with(&|v| {
+                v["aggregationRule"] = json!({"clusterRoleSelectors": [
+                    {"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-admin": "true"}}
+                ]})
+            }),
+        ),
+        (
+            "a label (aggregated into others)",
+            with(&|v| {
+                v["metadata"]["labels"] =
+                    json!({"rbac.authorization.k8s.io/aggregate-to-admin": "true"})
+            }),
+        ),
+    ];
+    for (what, role) in cases {
+        refused_by_policy(roles.replace(GROUPS_ROLE, &dry, &role).await, what);
+    }
+    // A console group: granting its impersonation is more than the console holds, which
+    // `escalate` on this one ClusterRole allows.
+    let added = with(&|v| {
+        v.pointer_mut(names)
+            .unwrap()
+            .as_array_mut()
+            .unwrap()
+            .push(json!("console:newly-made"))
+    });
+    roles
+        .replace(GROUPS_ROLE, &dry, &added)
+        .await
+        .expect("a console group may be added");
+    // RBAC: no other ClusterRole is the console's to change, make or delete.
+    for result in [
+        roles
+            .delete(
+                "console-admin",
+                &DeleteParams {
+                    dry_run: true,
+                    ..DeleteParams::default()
+                },
+            )
+            .await
+            .map(|_| ()),
+        roles
+            .create(&dry, &custom_role("by-the-console"))
+            .await
+            .map(|_| ()),
+    ] {
+        match result {
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "{}", s.message),
+            other => panic!("expected RBAC's refusal, got {other:?}"),
+        }
+    }
+    // Kubernetes' own administrators are not held to it.
+    Api::<ClusterRole>::all(admin)
+        .replace(
+            GROUPS_ROLE,
+            &dry,
+            &with(&|v| v["rules"][0]["resourceNames"] = json!(["system:masters"])),
+        )
+        .await
+        .expect("the cluster's admin may (a dry run)");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controllers_keep_custom_roles_groups_impersonable() {
+    let (server, admin) = start_with_chart().await;
+    // The controllers as the console's ServiceAccount with the chart's RBAC (its Lease in
+    // the release namespace).
+    let sa = console(&server).await;
+    let mut config = test_config(&admin, "impersonable");
+    config.lease_namespace = cluster::chart::RELEASE_NAMESPACE.into();
+    config.lease_name = format!("impersonable-{}", server.namespace());
+    config.simulated_provider = None;
+    let running = spawn_controllers(&sa, config);
+
+    let role = role_name(&server, "kubectl-made");
+    let group = format!("console:{role}");
+    let roles = Api::<ClusterRole>::all(admin.clone());
+    let names = || async {
+        let role = roles.get(GROUPS_ROLE).await.unwrap();
+        cluster::impersonable::impersonable_in(&role).expect("named groups")
+    };
+    // A role made with kubectl, not through the console.
+    roles
+        .create(&PostParams::default(), &custom_role(&role))
+        .await
+        .unwrap();
+    wait_for(
+        "the role's group listed",
+        Duration::from_secs(20),
+        || async { names().await.contains(&group).then_some(()) },
+    )
+    .await;
+    let as_holder = console_as(&server, "console:bob", &[&group], None, None).await;
+    impersonation(&as_holder)
+        .await
+        .expect("the new role's group");
+    roles
+        .delete(&format!("console-role-{role}"), &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the role's group gone", Duration::from_secs(20), || async {
+        (!names().await.contains(&group)).then_some(())
+    })
+    .await;
+    assert!(impersonation(&as_holder).await.is_err());
+    running.stop().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_the_cluster_does_not_know_is_left_out_not_refused() {
+    let (server, _admin) = start_with_chart().await;
+    let access = std::sync::Arc::new(Impersonation::new(console_config(&server).await));
+    let follow = tokio::spawn(access.clone().follow_impersonable_groups());
+    // Held in the console, but no ClusterRole of that name: impersonated with it, the
+    // person could do nothing at all.
+    let person = KubernetesIdentity::console("carol", ["developer", "never-made"]);
+    wait_for("the list followed", Duration::from_secs(20), || async {
+        (access.narrowed(&person).groups == ["console:developer", "system:authenticated"])
+            .then_some(())
+    })
+    .await;
+    let client = access.client_for(&person).unwrap();
+    impersonation(&client)
+        .await
+        .expect("served with the groups the cluster knows");
+    follow.abort();
+    server.shutdown().await;
+}
