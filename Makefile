@@ -4,7 +4,7 @@
 #               PostgreSQL, and the browser suite in Chromium
 # Both install what is missing first (scripts/install-tools).
 
-.PHONY: run test tools bench bench-issuer
+.PHONY: run test tools bench bench-issuer fuzz fuzz-smoke
 
 # With no KUBECONFIG / BANLIEUE_KUBECONFIG, the console starts its dev cluster (the
 # Kubernetes emulator with the chart and a demo pool) inside the same process.
@@ -17,6 +17,16 @@ test: tools
 
 tools:
 	scripts/install-tools
+
+# Coverage-guided fuzzing (fuzz/, cargo-fuzz + libFuzzer on the stable toolchain): builds
+# every target, then runs each for FUZZ_SECONDS (default one hour) in turn. fuzz-smoke is
+# the short run `make test` does. See README, "Fuzzing".
+FUZZ_SECONDS ?= 3600
+fuzz: tools
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz
+
+fuzz-smoke: tools
+	FUZZ_SECONDS=20 scripts/fuzz
 
 # The server's criterion benches by name: its issuer bench needs Node and PostgreSQL,
 # which bench-issuer provides.

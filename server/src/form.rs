@@ -1,9 +1,10 @@
 //! Reading `application/x-www-form-urlencoded` bodies strictly: bounded size, and invalid
 //! UTF-8 is an error instead of being replaced (so a password is never silently altered).
+//! The parsing itself is [`banlieue_domain::form::parse_form`] (fuzzed: `fuzz/`).
 
 use app::AppError;
 use axum::body::Body;
-use percent_encoding::percent_decode;
+use banlieue_domain::form::parse_form;
 
 /// Largest form body accepted, in bytes. A 128-byte password and its neighbours fit many
 /// times over; a megabyte is refused before it is read whole or hashed.
@@ -25,15 +26,12 @@ impl Form {
         Self::parse(&bytes)
     }
 
+    /// Parses a form body ([`banlieue_domain::form::parse_form`]). Errors:
+    /// [`AppError::InvalidForm`] for bytes that are not UTF-8 after percent-decoding.
     pub fn parse(bytes: &[u8]) -> Result<Self, AppError> {
-        let mut fields = Vec::new();
-        for pair in bytes.split(|b| *b == b'&').filter(|p| !p.is_empty()) {
-            let mut halves = pair.splitn(2, |b| *b == b'=');
-            let name = decode(halves.next().unwrap_or_default())?;
-            let value = decode(halves.next().unwrap_or_default())?;
-            fields.push((name, value));
-        }
-        Ok(Self(fields))
+        parse_form(bytes)
+            .map(Self)
+            .map_err(|_| AppError::InvalidForm)
     }
 
     /// The field's value, or `""` when absent.
@@ -49,17 +47,6 @@ impl Form {
     pub fn pairs(&self) -> &[(String, String)] {
         &self.0
     }
-}
-
-fn decode(raw: &[u8]) -> Result<String, AppError> {
-    let plus_as_space: Vec<u8> = raw
-        .iter()
-        .map(|b| if *b == b'+' { b' ' } else { *b })
-        .collect();
-    percent_decode(&plus_as_space)
-        .decode_utf8()
-        .map(|s| s.into_owned())
-        .map_err(|_| AppError::InvalidForm)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode, Uri};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
@@ -183,60 +183,103 @@ impl CallbackListener {
     }
 }
 
+/// What a request to the loopback listener amounts to ([`Expected::judge`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Another path than [`CALLBACK_PATH`]: 404.
+    NotFound,
+    /// Another method than `GET`: 405.
+    MethodNotAllowed,
+    /// `state` missing or not the one expected: 400, and the wait goes on.
+    StateMismatch,
+    /// `iss` present and not the expected issuer: 400, and the wait goes on.
+    IssuerMismatch,
+    /// `iss` missing although the issuer always sends it: 400, and the wait goes on.
+    IssuerMissing,
+    /// The authorization code of a callback that matched.
+    Code(String),
+    /// A matching callback carrying `error` (RFC 6749 §4.1.2.1): the error and its
+    /// description, sanitised and bounded for a terminal; it ends the wait.
+    Refused {
+        /// `error`, sanitised.
+        error: String,
+        /// `error_description`, sanitised; `None` when absent or empty once sanitised.
+        description: Option<String>,
+    },
+    /// A matching callback with neither `code` nor `error`: 400, and it ends the wait.
+    Empty,
+}
+
+impl Expected {
+    /// Judges a request to the listener by its method, path and query, the only parts it
+    /// reads: the query's `state` must equal [`Expected::state`] and its `iss`, when present
+    /// (or always when [`Expected::iss_required`]), [`Expected::issuer`], byte for byte,
+    /// before its `code` or `error` counts. A repeated parameter counts by its last value.
+    pub fn judge(&self, method: &Method, uri: &Uri) -> Verdict {
+        if uri.path() != CALLBACK_PATH {
+            return Verdict::NotFound;
+        }
+        if method != Method::GET {
+            return Verdict::MethodNotAllowed;
+        }
+        let mut code = None;
+        let mut state = None;
+        let mut iss = None;
+        let mut error = None;
+        let mut description = None;
+        for (k, v) in url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()) {
+            match &*k {
+                "code" => code = Some(v.into_owned()),
+                "state" => state = Some(v.into_owned()),
+                "iss" => iss = Some(v.into_owned()),
+                "error" => error = Some(v.into_owned()),
+                "error_description" => description = Some(v.into_owned()),
+                _ => {}
+            }
+        }
+        if state.as_deref() != Some(self.state.as_str()) {
+            return Verdict::StateMismatch;
+        }
+        match iss.as_deref() {
+            Some(iss) if iss != self.issuer => return Verdict::IssuerMismatch,
+            None if self.iss_required => return Verdict::IssuerMissing,
+            _ => {}
+        }
+        match (code, error) {
+            (_, Some(error)) => Verdict::Refused {
+                error: sanitize(&error, MAX_CALLBACK_TEXT),
+                description: description
+                    .map(|d| sanitize(&d, MAX_CALLBACK_TEXT))
+                    .filter(|d| !d.is_empty()),
+            },
+            (Some(code), None) => Verdict::Code(code),
+            (None, None) => Verdict::Empty,
+        }
+    }
+}
+
 async fn handle(
     req: Request<Incoming>,
     expected: &Expected,
     tx: &Sender,
     served: &ServedSlot,
 ) -> Response<Full<Bytes>> {
-    if req.uri().path() != CALLBACK_PATH {
-        return text(StatusCode::NOT_FOUND, "Not found.");
-    }
-    if req.method() != Method::GET {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed.");
-    }
-    let mut code = None;
-    let mut state = None;
-    let mut iss = None;
-    let mut error = None;
-    let mut description = None;
-    for (k, v) in url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()) {
-        match &*k {
-            "code" => code = Some(v.into_owned()),
-            "state" => state = Some(v.into_owned()),
-            "iss" => iss = Some(v.into_owned()),
-            "error" => error = Some(v.into_owned()),
-            "error_description" => description = Some(v.into_owned()),
-            _ => {}
-        }
-    }
-    if state.as_deref() != Some(expected.state.as_str()) {
-        return text(
+    match expected.judge(req.method(), req.uri()) {
+        Verdict::NotFound => text(StatusCode::NOT_FOUND, "Not found."),
+        Verdict::MethodNotAllowed => text(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed."),
+        Verdict::StateMismatch => text(
             StatusCode::BAD_REQUEST,
             "This sign-in response does not belong to the waiting banlieue command (state mismatch). It was ignored.",
-        );
-    }
-    match iss.as_deref() {
-        Some(iss) if iss != expected.issuer => {
-            return text(
-                StatusCode::BAD_REQUEST,
-                "This sign-in response comes from another issuer than the one banlieue is waiting for (iss mismatch). It was ignored.",
-            );
-        }
-        None if expected.iss_required => {
-            return text(
-                StatusCode::BAD_REQUEST,
-                "This sign-in response does not name its issuer (missing iss), although the issuer always does. It was ignored.",
-            );
-        }
-        _ => {}
-    }
-    match (code, error) {
-        (_, Some(error)) => {
-            let error = sanitize(&error, MAX_CALLBACK_TEXT);
-            let description = description
-                .map(|d| sanitize(&d, MAX_CALLBACK_TEXT))
-                .filter(|d| !d.is_empty());
+        ),
+        Verdict::IssuerMismatch => text(
+            StatusCode::BAD_REQUEST,
+            "This sign-in response comes from another issuer than the one banlieue is waiting for (iss mismatch). It was ignored.",
+        ),
+        Verdict::IssuerMissing => text(
+            StatusCode::BAD_REQUEST,
+            "This sign-in response does not name its issuer (missing iss), although the issuer always does. It was ignored.",
+        ),
+        Verdict::Refused { error, description } => {
             let page = text(
                 StatusCode::OK,
                 &format!(
@@ -246,7 +289,7 @@ async fn handle(
             let _ = tx.send(Ok(Outcome::Refused { error, description })).await;
             page
         }
-        (Some(code), None) => {
+        Verdict::Code(code) => {
             let (page_tx, page_rx) = oneshot::channel();
             let reply = Reply {
                 page: page_tx,
@@ -273,7 +316,7 @@ async fn handle(
                 ),
             }
         }
-        (None, None) => {
+        Verdict::Empty => {
             let _ = tx
                 .send(Err(
                     "the callback carried neither code nor error".to_string()

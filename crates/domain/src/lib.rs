@@ -3,6 +3,7 @@
 //! Every type here validates on construction, so holding a value proves it is well formed.
 
 pub mod claim;
+pub mod form;
 mod names;
 pub mod object_names;
 mod password;

@@ -23,6 +23,7 @@
 pub mod api;
 pub mod auth;
 pub mod feed;
+pub mod protobuf;
 pub mod resources;
 pub mod status;
 pub mod store;
@@ -35,7 +36,6 @@ mod clock;
 mod error;
 mod identity;
 mod persist;
-mod protobuf;
 mod rbac;
 mod schema;
 mod seed;

@@ -219,17 +219,20 @@ impl<'a> Reader<'a> {
     fn skip(&mut self, wire: u64) -> Result<(), String> {
         match wire {
             0 => self.varint().map(|_| ()),
-            1 => {
-                self.pos += 8;
-                Ok(())
-            }
+            1 => self.fixed(8),
             2 => self.bytes().map(|_| ()),
-            5 => {
-                self.pos += 4;
-                Ok(())
-            }
+            5 => self.fixed(4),
             w => Err(format!("unsupported wire type {w}")),
         }
+    }
+
+    /// Skips a fixed64 or fixed32 value, which must be there whole.
+    fn fixed(&mut self, len: usize) -> Result<(), String> {
+        if self.buf.len().saturating_sub(self.pos) < len {
+            return Err("truncated field".into());
+        }
+        self.pos += len;
+        Ok(())
     }
 }
 
@@ -290,7 +293,9 @@ fn decode_message(buf: &[u8], fields: &[F]) -> Result<Value, String> {
     let mut out = Map::new();
     while r.pos < buf.len() {
         let key = r.varint()?;
-        let (num, wire) = ((key >> 3) as u32, key & 7);
+        // Not truncated to 32 bits: a huge number must not alias a real field.
+        let num = u32::try_from(key >> 3).map_err(|_| "invalid field number")?;
+        let wire = key & 7;
         let Some(F(_, name, ty, repeated)) = fields.iter().find(|f| f.0 == num).copied() else {
             r.skip(wire)?;
             continue;
@@ -329,7 +334,7 @@ fn decode_message(buf: &[u8], fields: &[F]) -> Result<Value, String> {
 ///
 /// Errors: a missing `k8s\0` magic, malformed protobuf, or a kind this emulator cannot
 /// decode (the caller answers 415).
-pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
+pub fn decode(body: &[u8]) -> Result<Value, String> {
     let rest = body
         .strip_prefix(b"k8s\0")
         .ok_or("missing protobuf magic")?;
@@ -392,5 +397,17 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm1", "labels": {"app": "web"}}, "data": {"k": "v"}})
         );
         assert!(decode(b"nope").is_err());
+    }
+
+    #[test]
+    fn truncated_fixed_width_fields_are_malformed() {
+        let type_meta = [field(1, b"v1"), field(2, b"ConfigMap")].concat();
+        let body = |raw: &[u8]| [b"k8s\0".to_vec(), field(1, &type_meta), field(2, raw)].concat();
+        // An unknown fixed64 (field 9) and fixed32 (field 10), whole: skipped.
+        let whole = [&[0x49][..], &[0; 8], &[0x55], &[0; 4]].concat();
+        assert!(decode(&body(&whole)).is_ok());
+        // Cut short: refused, as the API server refuses them, instead of ignored.
+        assert!(decode(&body(&[0x49, 0, 0, 0])).is_err());
+        assert!(decode(&body(&[0x55, 0])).is_err());
     }
 }

@@ -134,11 +134,16 @@ impl AuthorizationRequest {
             state: state.clone(),
             error: OAuthError::new(code, description),
         };
-        if let Some((name, _)) = seen.iter().find(|(_, values)| values.len() > 1) {
-            return Err(refuse(
-                OAuthErrorCode::InvalidRequest,
-                &format!("{name} is given more than once"),
-            ));
+        // The first repeated parameter in the request's order (not the map's, which varies).
+        if let Some((name, _)) = params.iter().find(|(name, _)| {
+            seen.get(name.as_str())
+                .is_some_and(|values| values.len() > 1)
+        }) {
+            return Err(AuthorizeRefusal::Redirect {
+                redirect_uri: redirect_uri.to_owned(),
+                state: state.clone(),
+                error: OAuthError::repeated_parameter(name),
+            });
         }
         let get = |name| single(name).ok().flatten();
         if get("request").is_some() {
@@ -506,5 +511,28 @@ mod tests {
         twice.push(("scope".into(), "openid".into()));
         let refusal = AuthorizationRequest::parse(&twice).unwrap_err();
         assert_eq!(error_code(refusal), "invalid_request");
+    }
+
+    /// Found by fuzzing (`fuzz/`, oidc_authorize): the repeated name was echoed into
+    /// `error_description`, whatever its characters.
+    #[test]
+    fn a_repeated_parameter_is_named_in_the_description_only_when_plain() {
+        for (name, description) in [
+            ("scope", "scope is given more than once"),
+            (
+                "sta\u{fffd}e\u{1b}[2J",
+                "a parameter is given more than once",
+            ),
+        ] {
+            let mut twice = params(&[]);
+            twice.push((name.into(), "a".into()));
+            twice.push((name.into(), "b".into()));
+            let AuthorizeRefusal::Redirect { error, .. } =
+                AuthorizationRequest::parse(&twice).unwrap_err()
+            else {
+                panic!("not sent back to the client");
+            };
+            assert_eq!(error.description, description);
+        }
     }
 }

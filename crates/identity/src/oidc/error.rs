@@ -74,6 +74,22 @@ impl OAuthError {
         Self::new(OAuthErrorCode::InvalidGrant, description)
     }
 
+    /// `invalid_request` for a parameter given more than once (RFC 6749 §3.1, §3.2). The
+    /// name is the client's text: it is named only when it is a short run of letters,
+    /// digits, `_`, `-` and `.`, so the description stays within the characters RFC 6749
+    /// §5.2 allows (%x20-21 / %x23-5B / %x5D-7E) and echoes nothing else back.
+    pub(crate) fn repeated_parameter(name: &str) -> Self {
+        let nameable = (1..=64).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+        Self::invalid_request(if nameable {
+            format!("{name} is given more than once")
+        } else {
+            "a parameter is given more than once".to_owned()
+        })
+    }
+
     pub(crate) fn server_error() -> Self {
         Self::new(
             OAuthErrorCode::ServerError,
@@ -94,3 +110,30 @@ impl fmt::Display for OAuthError {
 }
 
 impl std::error::Error for OAuthError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_parameter_is_named_only_when_its_name_is_plain() {
+        assert_eq!(
+            OAuthError::repeated_parameter("client_id").description,
+            "client_id is given more than once"
+        );
+        for name in [
+            "sta\u{fffd}e",
+            "a\"b",
+            "x\\y",
+            "new\nline",
+            "",
+            &"n".repeat(65),
+        ] {
+            assert_eq!(
+                OAuthError::repeated_parameter(name).description,
+                "a parameter is given more than once",
+                "{name:?}"
+            );
+        }
+    }
+}

@@ -645,9 +645,7 @@ fn single_values(form: &[(String, String)]) -> Result<HashMap<&str, &str>, OAuth
     let mut values = HashMap::new();
     for (name, value) in form {
         if values.insert(name.as_str(), value.as_str()).is_some() {
-            return Err(OAuthError::invalid_request(format!(
-                "{name} is given more than once"
-            )));
+            return Err(OAuthError::repeated_parameter(name));
         }
     }
     Ok(values)
