@@ -3,8 +3,8 @@
 //! decide what the person may do, and SelfSubjectAccessReviews asked as them.
 //!
 //! The console's own rights ([`Impersonation::console_client`]) are for the controllers
-//! and for keeping the lists of groups and users it may impersonate
-//! ([`crate::impersonable`]), never for a request made on a person's behalf.
+//! and for keeping the list of groups it may impersonate ([`crate::impersonable`]), never
+//! for a request made on a person's behalf.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, RwLock};
@@ -63,21 +63,7 @@ pub struct Impersonation {
     /// The groups the cluster lets the console impersonate, once known
     /// ([`Impersonation::follow_impersonable_groups`]); `None`: not known, or any.
     impersonable: RwLock<Option<BTreeSet<String>>>,
-    /// The users the console last made the cluster let it impersonate
-    /// ([`Impersonation::update_impersonable_users`]).
-    users: RwLock<KnownUsers>,
 }
-
-/// The users of the last list the console wrote, and when writing one last failed.
-#[derive(Default)]
-struct KnownUsers {
-    named: BTreeSet<String>,
-    failed_at: Option<Instant>,
-}
-
-/// How long after a failed update of the users list a person missing from it is served
-/// without trying again (a cluster without the chart, an API server that is down).
-const USERS_RETRY: Duration = Duration::from_secs(5);
 
 impl Impersonation {
     /// Access with the console's own credentials, `config`.
@@ -86,7 +72,6 @@ impl Impersonation {
             config,
             clients: Mutex::new(HashMap::new()),
             impersonable: RwLock::new(None),
-            users: RwLock::new(KnownUsers::default()),
         }
     }
 
@@ -185,45 +170,6 @@ impl Impersonation {
         let groups = crate::impersonable::reconcile(&self.console_client()?).await?;
         self.set_impersonable_groups(Some(groups.into_iter().collect()));
         Ok(())
-    }
-
-    /// Makes the cluster let the console impersonate exactly its users `names` (the
-    /// console's user names, as its database lists them now;
-    /// [`crate::impersonable::reconcile_users`] with the console's own credentials), and
-    /// remembers the list, or the failure.
-    ///
-    /// Errors: as [`crate::impersonable::reconcile_users`].
-    pub async fn update_impersonable_users<S: AsRef<str>>(
-        &self,
-        names: impl IntoIterator<Item = S>,
-    ) -> Result<(), Error> {
-        let updated = match self.console_client() {
-            Ok(client) => crate::impersonable::reconcile_users(&client, names).await,
-            Err(error) => Err(error),
-        };
-        let mut users = self.users.write().unwrap_or_else(|p| p.into_inner());
-        match updated {
-            Ok(named) => {
-                *users = KnownUsers {
-                    named: named.into_iter().collect(),
-                    failed_at: None,
-                }
-            }
-            Err(error) => {
-                users.failed_at = Some(Instant::now());
-                return Err(error);
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether the list of users should be updated before acting as `identity`: the last
-    /// list the console wrote lacks its user (a person made a moment ago, perhaps from a
-    /// shell or by another replica), and no update failed in the last [`USERS_RETRY`].
-    pub fn lacks_user(&self, identity: &KubernetesIdentity) -> bool {
-        let users = self.users.read().unwrap_or_else(|p| p.into_inner());
-        !users.named.contains(&identity.user)
-            && users.failed_at.is_none_or(|at| at.elapsed() >= USERS_RETRY)
     }
 
     /// Follows the ClusterRole [`crate::impersonable::GROUPS_ROLE`] (a watch with the
