@@ -180,6 +180,8 @@ pub async fn create_user(State(app): State<AppState>, request: Request) -> Respo
         .await
     {
         Ok((user, shown)) => {
+            // They are acted for in the cluster at once.
+            app.console.update_impersonable_users().await;
             show_once(
                 session,
                 state.locale,
@@ -320,6 +322,8 @@ pub async fn user_action(
             } else {
                 match accounts.delete_user(&actor, &name, version).await {
                     Ok(()) => {
+                        // Nobody is acted for as them any more.
+                        app.console.update_impersonable_users().await;
                         let query = url::form_urlencoded::Serializer::new(String::new())
                             .append_pair("deleted", &name)
                             .finish();

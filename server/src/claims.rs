@@ -143,7 +143,7 @@ pub async fn dashboard_events(
     let Some(viewer) = SessionViewer::of(&app, &request).await else {
         return StatusCode::UNAUTHORIZED.into_response();
     };
-    match app.console.dashboard_snapshots(&who, viewer) {
+    match app.console.dashboard_snapshots(&who, viewer).await {
         Ok(snapshots) => events(&app, snapshots),
         Err(error) => stream_refused(error),
     }

@@ -107,8 +107,8 @@ pub async fn serve_on(
     }
     let (kube, dev_cluster) = open_cluster(&mut config).await?;
     if let Some(access) = &kube {
-        // Only groups the cluster lets the console impersonate are sent.
-        tokio::spawn(access.clone().follow_impersonable_groups());
+        // Only groups the cluster lets the console impersonate are sent; users it lacks are added.
+        tokio::spawn(access.clone().follow_impersonable());
     }
     let (stop_controllers, controllers_stop) = tokio::sync::watch::channel(false);
     let cluster_metrics = Arc::new(cluster::Metrics::default());
@@ -133,16 +133,21 @@ pub async fn serve_on(
         https = config.tls.is_some(),
         "serving"
     );
+    let console = crate::routes::use_cases(&accounts, kube, &config);
+    let stopping = tokio_util::sync::CancellationToken::new();
+    if console.has_cluster() {
+        // The users the console may impersonate follow its database.
+        tokio::spawn(keep_impersonable_users(console.clone(), stopping.clone()));
+    }
     let state = AppState {
-        console: crate::routes::use_cases(&accounts, kube, &config),
+        console,
         accounts,
         issuer,
         config: Arc::new(config),
         leptos: Arc::new(leptos),
         metrics: Arc::new(metrics),
-        stopping: tokio_util::sync::CancellationToken::new(),
+        stopping: stopping.clone(),
     };
-    let stopping = state.stopping.clone();
     let app = router(state, sessions);
     match listener {
         Listening::Plain(tcp) => serve_until(tcp, app, shutdown, stopping).await?,
@@ -281,6 +286,25 @@ async fn maintain_issuer(issuer: Arc<Issuer>) {
             .await
         {
             tracing::error!(%error, "pruning OIDC grants failed");
+        }
+    }
+}
+
+/// At start and every minute: makes the cluster let the console impersonate exactly the
+/// users in its database (every replica reads the same table, so they agree); the admin
+/// pages and the use cases update it sooner when a user is made or deleted, or first
+/// acted for.
+/// Until `stopping` is cancelled.
+async fn keep_impersonable_users(
+    console: Arc<services::Console>,
+    stopping: tokio_util::sync::CancellationToken,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stopping.cancelled() => return,
+            _ = tick.tick() => console.update_impersonable_users().await,
         }
     }
 }

@@ -126,7 +126,7 @@ fn console_service_account_rules() -> Vec<Value> {
 }
 
 #[test]
-fn the_console_impersonates_users_and_console_groups_only() {
+fn the_console_impersonates_console_users_and_groups_by_name_only() {
     let rules = console_service_account_rules();
     let with_verb = |verb: &str| -> Vec<Value> {
         rules
@@ -141,23 +141,28 @@ fn the_console_impersonates_users_and_console_groups_only() {
             .cloned()
             .collect()
     };
-    // Users by any name (RBAC has no prefixes); groups by name: system:authenticated and
-    // the built-in roles' groups, the ones `cluster::impersonable` starts from. No
-    // ServiceAccounts, uids or extras.
+    // Users by name: the bootstrap admin, the one the console's database starts with
+    // (`cluster::impersonable` keeps the rest); never a rule without names, which would be
+    // every user. Groups by name: system:authenticated and the built-in roles' groups, the
+    // ones `cluster::impersonable` starts from. No ServiceAccounts, uids or extras.
     assert_eq!(
         with_verb("impersonate"),
         [
-            serde_json::json!({"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"]}),
+            serde_json::json!({
+                "apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"],
+                "resourceNames": cluster::impersonable::users_for(["admin"]),
+            }),
             serde_json::json!({
                 "apiGroups": [""], "resources": ["groups"], "verbs": ["impersonate"],
                 "resourceNames": cluster::impersonable::groups_for(&[]),
             }),
         ]
     );
-    // `escalate` only on the list of groups, which it reads and replaces; `bind` nowhere.
+    // `escalate` only on the lists of groups and users, which it reads and replaces;
+    // `bind` nowhere.
     let keeping = serde_json::json!({
         "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
-        "resourceNames": [cluster::impersonable::GROUPS_ROLE],
+        "resourceNames": [cluster::impersonable::GROUPS_ROLE, cluster::impersonable::USERS_ROLE],
         "verbs": ["get", "update", "escalate"],
     });
     assert_eq!(with_verb("escalate"), std::slice::from_ref(&keeping));

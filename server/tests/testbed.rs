@@ -121,6 +121,10 @@ impl Console {
     }
 }
 
+/// The tests of this file share one cluster, and each one's console keeps the cluster's
+/// list of impersonable users equal to its own database's users: one console at a time.
+static ONE_CONSOLE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn testbed() -> Option<Testbed> {
     Testbed::from_env("the console's real-cluster suite")
 }
@@ -150,6 +154,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_developer_claims_through_the_console_and_releases_member_first() {
     let Some(bed) = testbed() else { return };
+    let _one = ONE_CONSOLE_AT_A_TIME.lock().await;
     let console = Console::start(&bed, 2).await;
     let app = &console.app;
     app.create_user("alice", PASSWORD, &["developer"], false)
@@ -223,6 +228,7 @@ async fn a_developer_claims_through_the_console_and_releases_member_first() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_viewers_forged_claim_is_refused_with_the_api_servers_reason() {
     let Some(bed) = testbed() else { return };
+    let _one = ONE_CONSOLE_AT_A_TIME.lock().await;
     let console = Console::start(&bed, 0).await;
     let app = &console.app;
     app.create_user("victor", PASSWORD, &["viewer"], false)
@@ -271,6 +277,7 @@ fn access_matrix(html: &str) -> BTreeMap<(String, String), bool> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_can_i_do_is_what_the_real_api_server_answers_for_each_role() {
     let Some(bed) = testbed() else { return };
+    let _one = ONE_CONSOLE_AT_A_TIME.lock().await;
     let console = Console::start(&bed, 0).await;
     let app = &console.app;
     for role in ["viewer", "developer", "operator", "admin"] {

@@ -10,6 +10,15 @@
 //! the Roles page runs it after each change. The chart's admission policy
 //! `banlieue-console-impersonator-groups` keeps the console's service account from writing
 //! anything but such a list there.
+//!
+//! Users likewise (issue 13): only `console:<name>` for each of the console's own users,
+//! named in [`USERS_ROLE`], so `system:kube-controller-manager`, `system:admin` or any
+//! name Kubernetes binds is out of reach. The cluster cannot see the console's database,
+//! so the server keeps that list ([`reconcile_users`], through
+//! `Impersonation::update_impersonable_users`): at start, every minute, after the console
+//! makes or deletes a user, and before acting for a person the last list lacked. The chart
+//! lists `console:admin`, the bootstrap admin; the policy holds the service account to
+//! `console:` names there too.
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -28,6 +37,8 @@ use crate::impersonation::{AUTHENTICATED_GROUP, CONSOLE_PREFIX};
 
 /// The chart's ClusterRole naming the groups the console may impersonate.
 pub const GROUPS_ROLE: &str = "banlieue-console-impersonator-groups";
+/// The chart's ClusterRole naming the users the console may impersonate.
+pub const USERS_ROLE: &str = "banlieue-console-impersonator-users";
 /// The label of a custom role's ClusterRole; its value is the role's name (SPEC §5).
 pub const ROLE_LABEL: &str = "console.banlieue.io/role";
 
@@ -58,37 +69,63 @@ pub fn groups_for(custom_roles: &[ClusterRole]) -> Vec<String> {
     groups
 }
 
-/// The one rule of [`GROUPS_ROLE`]: `impersonate` on the groups named `groups`.
-fn rule(groups: &[String]) -> PolicyRule {
-    PolicyRule {
-        api_groups: Some(vec![String::new()]),
-        resources: Some(vec!["groups".into()]),
-        verbs: vec!["impersonate".into()],
-        resource_names: Some(groups.to_vec()),
-        ..PolicyRule::default()
+/// The Kubernetes user names the console impersonates for its users `names` (the
+/// console's user names): `console:<name>` each, sorted, without duplicates.
+pub fn users_for<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> Vec<String> {
+    let users: BTreeSet<String> = names
+        .into_iter()
+        .map(|name| format!("{CONSOLE_PREFIX}{}", name.as_ref()))
+        .collect();
+    users.into_iter().collect()
+}
+
+/// The rules of [`GROUPS_ROLE`] or [`USERS_ROLE`]: `impersonate` on the `resource`
+/// (`groups`, `users`) named `names`; none at all for no names (RBAC reads a rule without
+/// names as every name).
+fn rules(resource: &str, names: &[String]) -> Vec<PolicyRule> {
+    if names.is_empty() {
+        return Vec::new();
     }
+    vec![PolicyRule {
+        api_groups: Some(vec![String::new()]),
+        resources: Some(vec![resource.into()]),
+        verbs: vec!["impersonate".into()],
+        resource_names: Some(names.to_vec()),
+        ..PolicyRule::default()
+    }]
 }
 
 /// The groups `role` lets its holder impersonate, or `None` when it lets them impersonate
 /// any group (a matching rule without names).
 pub fn impersonable_in(role: &ClusterRole) -> Option<BTreeSet<String>> {
+    named_in(role, "groups")
+}
+
+/// The users `role` lets its holder impersonate, or `None` when it lets them impersonate
+/// any user (a matching rule without names).
+pub fn impersonable_users_in(role: &ClusterRole) -> Option<BTreeSet<String>> {
+    named_in(role, "users")
+}
+
+/// The `resource` names `role` lets its holder impersonate; `None`: every one.
+fn named_in(role: &ClusterRole, resource: &str) -> Option<BTreeSet<String>> {
     let has = |list: Option<&Vec<String>>, want: &str| {
         list.is_some_and(|l| l.iter().any(|v| v == want || v == "*"))
     };
-    let mut groups = BTreeSet::new();
+    let mut named = BTreeSet::new();
     for rule in role.rules.iter().flatten() {
         if !has(Some(&rule.verbs), "impersonate")
             || !has(rule.api_groups.as_ref(), "")
-            || !has(rule.resources.as_ref(), "groups")
+            || !has(rule.resources.as_ref(), resource)
         {
             continue;
         }
         match rule.resource_names.as_ref().filter(|n| !n.is_empty()) {
-            Some(names) => groups.extend(names.iter().cloned()),
+            Some(names) => named.extend(names.iter().cloned()),
             None => return None,
         }
     }
-    Some(groups)
+    Some(named)
 }
 
 /// Makes [`GROUPS_ROLE`] name exactly [`groups_for`] the custom roles now in the cluster,
@@ -101,9 +138,44 @@ pub fn impersonable_in(role: &ClusterRole) -> Option<BTreeSet<String>> {
 /// Errors: the API server's (a 404 when the chart's ClusterRole is missing; a 409 when it
 /// kept changing).
 pub async fn reconcile(client: &Client) -> Result<Vec<String>, Error> {
+    retrying(|| async {
+        let custom = Api::<ClusterRole>::all(client.clone())
+            .list(&ListParams::default().labels(ROLE_LABEL))
+            .await?
+            .items;
+        let groups = groups_for(&custom);
+        set_names(client, GROUPS_ROLE, "groups", &groups).await?;
+        Ok(groups)
+    })
+    .await
+}
+
+/// Makes [`USERS_ROLE`] name exactly [`users_for`] `names` (the console's users, as its
+/// database lists them now), like [`reconcile`] does for the groups (`get`, `update` and
+/// `escalate` on that one ClusterRole; a 409 tried again). Several replicas on one
+/// database converge: each writes what the same table holds. Returns the user names.
+///
+/// Errors: the API server's (a 404 when the chart's ClusterRole is missing; a 409 when it
+/// kept changing).
+pub async fn reconcile_users<S: AsRef<str>>(
+    client: &Client,
+    names: impl IntoIterator<Item = S>,
+) -> Result<Vec<String>, Error> {
+    let users = users_for(names);
+    retrying(|| set_names(client, USERS_ROLE, "users", &users)).await?;
+    Ok(users)
+}
+
+/// How many times [`reconcile`] and [`reconcile_users`] try a replace that conflicts.
+const ATTEMPTS: u32 = 5;
+
+/// `pass`, tried again from the start after a 409, up to [`ATTEMPTS`] times.
+async fn retrying<T, F: Future<Output = Result<T, Error>>>(
+    mut pass: impl FnMut() -> F,
+) -> Result<T, Error> {
     let mut attempt = 1;
     loop {
-        match reconcile_once(client).await {
+        match pass().await {
             Err(Error::Kube(error)) if is_status(&error, 409) && attempt < ATTEMPTS => {
                 attempt += 1;
             }
@@ -112,26 +184,25 @@ pub async fn reconcile(client: &Client) -> Result<Vec<String>, Error> {
     }
 }
 
-/// How many times [`reconcile`] tries a replace that conflicts.
-const ATTEMPTS: u32 = 5;
-
-async fn reconcile_once(client: &Client) -> Result<Vec<String>, Error> {
+/// Replaces the rules of the ClusterRole `name` with [`rules`] for `resource` `names`,
+/// when they differ (read fresh).
+async fn set_names(
+    client: &Client,
+    name: &str,
+    resource: &str,
+    names: &[String],
+) -> Result<(), Error> {
     let roles = Api::<ClusterRole>::all(client.clone());
-    let custom = roles
-        .list(&ListParams::default().labels(ROLE_LABEL))
-        .await?
-        .items;
-    let groups = groups_for(&custom);
-    let mut current = roles.get(GROUPS_ROLE).await?;
-    let wanted = vec![rule(&groups)];
-    if current.rules.as_ref() != Some(&wanted) {
+    let mut current = roles.get(name).await?;
+    let wanted = rules(resource, names);
+    if current.rules.as_deref().unwrap_or_default() != wanted.as_slice() {
         current.rules = Some(wanted);
         roles
-            .replace(GROUPS_ROLE, &PostParams::default(), &current)
+            .replace(name, &PostParams::default(), &current)
             .await?;
-        tracing::info!(groups = ?groups, "the console now impersonates these groups");
+        tracing::info!(?names, "the console now impersonates these {resource}");
     }
-    Ok(groups)
+    Ok(())
 }
 
 /// Runs [`reconcile`] at start, whenever a ClusterRole labelled [`ROLE_LABEL`] or
@@ -225,7 +296,7 @@ mod tests {
     #[test]
     fn the_impersonable_groups_of_a_role() {
         let mut role = ClusterRole {
-            rules: Some(vec![rule(&groups_for(&[]))]),
+            rules: Some(rules("groups", &groups_for(&[]))),
             ..ClusterRole::default()
         };
         let groups = impersonable_in(&role).unwrap();
@@ -242,7 +313,31 @@ mod tests {
             5,
             "users are not groups"
         );
+        assert_eq!(
+            impersonable_users_in(&role),
+            None,
+            "a users rule without names"
+        );
         role.rules.as_mut().unwrap()[0].resource_names = Some(Vec::new());
         assert_eq!(impersonable_in(&role), None, "no names: every group");
+    }
+
+    #[test]
+    fn the_users_are_the_console_users_prefixed_sorted_once_and_never_none() {
+        assert_eq!(
+            users_for(["zoe", "admin", "zoe", "bob"]),
+            ["console:admin", "console:bob", "console:zoe"]
+        );
+        let role = ClusterRole {
+            rules: Some(rules("users", &users_for(["admin"]))),
+            ..ClusterRole::default()
+        };
+        assert_eq!(
+            impersonable_users_in(&role),
+            Some(["console:admin".to_owned()].into())
+        );
+        assert_eq!(impersonable_in(&role), Some(BTreeSet::new()));
+        // No users: no rule, never one without names (which would be every user).
+        assert!(rules("users", &users_for(Vec::<String>::new())).is_empty());
     }
 }

@@ -3,8 +3,8 @@
 //! decide what the person may do, and SelfSubjectAccessReviews asked as them.
 //!
 //! The console's own rights ([`Impersonation::console_client`]) are for the controllers
-//! and for keeping the list of groups it may impersonate ([`crate::impersonable`]), never
-//! for a request made on a person's behalf.
+//! and for keeping the lists of groups and users it may impersonate
+//! ([`crate::impersonable`]), never for a request made on a person's behalf.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, RwLock};
@@ -61,9 +61,25 @@ pub struct Impersonation {
     config: kube::Config,
     clients: Mutex<HashMap<KubernetesIdentity, (Instant, Client)>>,
     /// The groups the cluster lets the console impersonate, once known
-    /// ([`Impersonation::follow_impersonable_groups`]); `None`: not known, or any.
+    /// ([`Impersonation::follow_impersonable`]); `None`: not known, or any.
     impersonable: RwLock<Option<BTreeSet<String>>>,
+    /// The users the cluster lets the console impersonate, as the console last wrote or
+    /// saw them ([`Impersonation::update_impersonable_users`],
+    /// [`Impersonation::follow_impersonable`]).
+    users: RwLock<KnownUsers>,
 }
+
+/// The users the cluster lets the console impersonate, and when updating them last failed.
+#[derive(Default)]
+struct KnownUsers {
+    /// `None`: any user (a rule without names).
+    named: Option<BTreeSet<String>>,
+    failed_at: Option<Instant>,
+}
+
+/// How long after a failed update of the users list a person missing from it is served
+/// without trying again (a cluster without the chart, an API server that is down).
+const USERS_RETRY: Duration = Duration::from_secs(5);
 
 impl Impersonation {
     /// Access with the console's own credentials, `config`.
@@ -72,6 +88,10 @@ impl Impersonation {
             config,
             clients: Mutex::new(HashMap::new()),
             impersonable: RwLock::new(None),
+            users: RwLock::new(KnownUsers {
+                named: Some(BTreeSet::new()),
+                failed_at: None,
+            }),
         }
     }
 
@@ -172,40 +192,102 @@ impl Impersonation {
         Ok(())
     }
 
-    /// Follows the ClusterRole [`crate::impersonable::GROUPS_ROLE`] (a watch with the
-    /// console's own credentials), narrowing impersonation to the groups it names; while
-    /// it cannot be read, or names none, nothing is left out. Never returns: spawn it.
-    pub async fn follow_impersonable_groups(self: std::sync::Arc<Self>) {
+    /// Makes the cluster let the console impersonate exactly its users `names` (the
+    /// console's user names, as its database lists them now;
+    /// [`crate::impersonable::reconcile_users`] with the console's own credentials), and
+    /// remembers the list, or the failure.
+    ///
+    /// Errors: as [`crate::impersonable::reconcile_users`].
+    pub async fn update_impersonable_users<S: AsRef<str>>(
+        &self,
+        names: impl IntoIterator<Item = S>,
+    ) -> Result<(), Error> {
+        let updated = match self.console_client() {
+            Ok(client) => crate::impersonable::reconcile_users(&client, names).await,
+            Err(error) => Err(error),
+        };
+        match updated {
+            Ok(named) => self.set_impersonable_users(Some(named.into_iter().collect())),
+            Err(error) => {
+                self.users
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .failed_at = Some(Instant::now());
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records which users the cluster lets the console impersonate (`None`: any).
+    fn set_impersonable_users(&self, named: Option<BTreeSet<String>>) {
+        *self.users.write().unwrap_or_else(|p| p.into_inner()) = KnownUsers {
+            named,
+            failed_at: None,
+        };
+    }
+
+    /// Whether the list of users should be updated before acting as `identity`: the list
+    /// as the console last wrote or saw it lacks their user (a person made a moment ago
+    /// from a shell or by another replica, or a list another replica wrote from a stale
+    /// read), and no update failed in the last [`USERS_RETRY`].
+    pub fn lacks_user(&self, identity: &KubernetesIdentity) -> bool {
+        let users = self.users.read().unwrap_or_else(|p| p.into_inner());
+        users
+            .named
+            .as_ref()
+            .is_some_and(|named| !named.contains(&identity.user))
+            && users.failed_at.is_none_or(|at| at.elapsed() >= USERS_RETRY)
+    }
+
+    /// Follows the ClusterRoles [`crate::impersonable::GROUPS_ROLE`] and
+    /// [`crate::impersonable::USERS_ROLE`] (watches with the console's own credentials):
+    /// impersonation is narrowed to the groups the first names (while it cannot be read,
+    /// nothing is left out), and a person the second lacks, whoever last wrote it, makes
+    /// the console update it before acting for them ([`Impersonation::lacks_user`]).
+    /// Never returns: spawn it.
+    pub async fn follow_impersonable(self: std::sync::Arc<Self>) {
         let client = match self.console_client() {
             Ok(client) => client,
             Err(error) => {
-                tracing::warn!(%error, "cannot follow the groups the console may impersonate");
+                tracing::warn!(%error, "cannot follow the groups and users the console may impersonate");
                 return std::future::pending().await;
             }
         };
-        let config = watcher::Config::default().fields(&format!(
-            "metadata.name={}",
-            crate::impersonable::GROUPS_ROLE
-        ));
-        let mut events =
-            std::pin::pin!(watcher(Api::<ClusterRole>::all(client), config).default_backoff());
-        let mut listed = false;
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(watcher::Event::Init) => listed = false,
-                Ok(watcher::Event::InitApply(role) | watcher::Event::Apply(role)) => {
-                    listed = true;
-                    self.set_impersonable_groups(crate::impersonable::impersonable_in(&role));
-                }
-                Ok(watcher::Event::InitDone) if !listed => self.set_impersonable_groups(None),
-                Ok(watcher::Event::Delete(_)) => self.set_impersonable_groups(None),
-                Ok(watcher::Event::InitDone) => {}
-                Err(error) => {
-                    tracing::debug!(%error, "watching the groups the console may impersonate")
-                }
-            }
-        }
+        let groups = follow_role(&client, crate::impersonable::GROUPS_ROLE, |role| {
+            self.set_impersonable_groups(role.and_then(crate::impersonable::impersonable_in));
+        });
+        let users = follow_role(&client, crate::impersonable::USERS_ROLE, |role| {
+            // Missing: nobody, so each person is tried (and the failure remembered).
+            self.set_impersonable_users(role.map_or(
+                Some(BTreeSet::new()),
+                crate::impersonable::impersonable_users_in,
+            ));
+        });
+        futures::future::join(groups, users).await;
         std::future::pending().await
+    }
+}
+
+/// Watches the ClusterRole `name` with `client`, calling `seen` with it at each change,
+/// and with `None` when it is missing or deleted. Returns only if the watch stream ends.
+async fn follow_role(client: &Client, name: &str, seen: impl Fn(Option<&ClusterRole>)) {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events =
+        std::pin::pin!(watcher(Api::<ClusterRole>::all(client.clone()), config).default_backoff());
+    let mut listed = false;
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Init) => listed = false,
+            Ok(watcher::Event::InitApply(role) | watcher::Event::Apply(role)) => {
+                listed = true;
+                seen(Some(&role));
+            }
+            Ok(watcher::Event::InitDone) if !listed => seen(None),
+            Ok(watcher::Event::Delete(_)) => seen(None),
+            Ok(watcher::Event::InitDone) => {}
+            Err(error) => tracing::debug!(%error, role = name, "watching a ClusterRole"),
+        }
     }
 }
 

@@ -1,15 +1,16 @@
-//! What the console's own credentials may impersonate (issue 13): any user name but no
-//! ServiceAccount, uid or extra; only the groups `system:authenticated`, the built-in
-//! roles' and each custom role's `console:<role>`, kept by `cluster::impersonable` and
-//! by nothing else (the policy `banlieue-console-impersonator-groups`).
+//! What the console's own credentials may impersonate (issue 13): only its own users'
+//! `console:<name>`, by name, and no ServiceAccount, uid or extra; only the groups
+//! `system:authenticated`, the built-in roles' and each custom role's `console:<role>`;
+//! both lists kept by `cluster::impersonable` and by nothing else (the policy
+//! `banlieue-console-impersonator-groups`).
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use cluster::chart::ClaimSubjectPolicy;
-use cluster::impersonable::{GROUPS_ROLE, ROLE_LABEL};
+use cluster::impersonable::{GROUPS_ROLE, ROLE_LABEL, USERS_ROLE};
 use cluster::impersonation::may;
 use cluster::{Impersonation, KubernetesIdentity};
 use common::*;
@@ -76,6 +77,41 @@ fn refused(resource: &str, name: &str, group: &str, scope: &str) -> String {
     )
 }
 
+/// One change of the users list at a time in this suite (each reads, then writes it).
+static USERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Makes the console's users list hold the console users `add` and not `remove`, keeping
+/// everyone else's (the test bed is shared), as the console does after making or deleting
+/// a user ([`cluster::impersonable::reconcile_users`] with its own credentials). Returns
+/// the list.
+async fn console_users(server: &Server, add: &[&str], remove: &[&str]) -> Vec<String> {
+    let _one = USERS.lock().await;
+    let console = console(server).await;
+    let role = Api::<ClusterRole>::all(console.clone())
+        .get(USERS_ROLE)
+        .await
+        .expect("the console reads its users list");
+    let mut names: BTreeSet<String> = cluster::impersonable::impersonable_users_in(&role)
+        .expect("users by name")
+        .iter()
+        .filter_map(|user| user.strip_prefix("console:").map(str::to_owned))
+        .collect();
+    names.extend(add.iter().map(|n| n.to_string()));
+    names.retain(|n| !remove.contains(&n.as_str()));
+    cluster::impersonable::reconcile_users(&console, names)
+        .await
+        .expect("the console keeps its users list with its own credentials")
+}
+
+/// Waits until the API server's RBAC (which follows ClusterRoles from a cache) lets
+/// `client`'s impersonation through (`true`) or refuses it.
+async fn until_impersonation(client: &Client, allowed: bool, what: &str) {
+    wait_for(what, Duration::from_secs(20), || async {
+        (impersonation(client).await.is_ok() == allowed).then_some(())
+    })
+    .await;
+}
+
 /// A custom role's ClusterRole as kubectl or the Roles page makes it.
 fn custom_role(role: &str) -> ClusterRole {
     serde_json::from_value(json!({
@@ -95,22 +131,25 @@ fn role_name(server: &Server, prefix: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_console_impersonates_any_user_but_only_console_groups() {
+async fn the_console_impersonates_its_users_and_only_console_groups() {
     let (server, admin) = start_with_chart().await;
     let cluster = "at the cluster scope";
     // A person with every built-in role: what the console sends.
-    let person = KubernetesIdentity::console("alice", ["viewer", "developer", "operator", "admin"]);
+    let alice = role_name(&server, "alice");
+    console_users(&server, &[&alice], &[]).await;
+    let person = KubernetesIdentity::console(&alice, ["viewer", "developer", "operator", "admin"]);
     let groups: Vec<&str> = person.groups.iter().map(String::as_str).collect();
-    impersonation(&console_as(&server, &person.user, &groups, None, None).await)
-        .await
-        .expect("a console person with the built-in roles");
-    impersonation(&console_as(&server, "anyone-at-all", &[], None, None).await)
-        .await
-        .expect("users are not limited by name");
+    until_impersonation(
+        &console_as(&server, &person.user, &groups, None, None).await,
+        true,
+        "a console person with the built-in roles",
+    )
+    .await;
+    let alice = person.user.as_str();
 
     for group in ["system:masters", "system:nodes", "console-admin", "admins"] {
         assert_eq!(
-            impersonation(&console_as(&server, "console:alice", &[group], None, None).await).await,
+            impersonation(&console_as(&server, alice, &[group], None, None).await).await,
             Err(refused("groups", group, "", cluster)),
             "{group}"
         );
@@ -135,14 +174,11 @@ async fn the_console_impersonates_any_user_but_only_console_groups() {
         )),
     );
     assert_eq!(
-        impersonation(&console_as(&server, "console:alice", &[], Some("1"), None).await).await,
+        impersonation(&console_as(&server, alice, &[], Some("1"), None).await).await,
         Err(refused("uids", "1", "authentication.k8s.io", cluster)),
     );
     assert_eq!(
-        impersonation(
-            &console_as(&server, "console:alice", &[], None, Some(("scopes", "all"))).await
-        )
-        .await,
+        impersonation(&console_as(&server, alice, &[], None, Some(("scopes", "all"))).await).await,
         Err(refused(
             "userextras/scopes",
             "all",
@@ -155,7 +191,7 @@ async fn the_console_impersonates_any_user_but_only_console_groups() {
     // role is gone.
     let role = role_name(&server, "imp");
     let group = format!("console:{role}");
-    let as_holder = console_as(&server, "console:alice", &[&group], None, None).await;
+    let as_holder = console_as(&server, alice, &[&group], None, None).await;
     assert_eq!(
         impersonation(&as_holder).await,
         Err(refused("groups", &group, "", cluster))
@@ -169,9 +205,7 @@ async fn the_console_impersonates_any_user_but_only_console_groups() {
         .await
         .expect("the console keeps its list with its own credentials");
     assert!(kept.contains(&group), "{kept:?}");
-    impersonation(&as_holder)
-        .await
-        .expect("a custom role's group");
+    until_impersonation(&as_holder, true, "a custom role's group").await;
     roles
         .delete(&format!("console-role-{role}"), &DeleteParams::default())
         .await
@@ -180,10 +214,12 @@ async fn the_console_impersonates_any_user_but_only_console_groups() {
         .await
         .unwrap();
     assert!(!kept.contains(&group), "{kept:?}");
+    until_impersonation(&as_holder, false, "the deleted role's group refused").await;
     assert_eq!(
         impersonation(&as_holder).await,
         Err(refused("groups", &group, "", cluster))
     );
+    console_users(&server, &[], &[alice.trim_start_matches("console:")]).await;
     server.shutdown().await;
 }
 
@@ -200,7 +236,7 @@ fn refused_by_policy<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &
             assert!(
                 s.message.contains(&format!(
                     "ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied request: \
-                     the console service account may only set which groups it impersonates"
+                     the console service account may only set which groups and users it impersonates"
                 )),
                 "{what}: {}",
                 s.message
@@ -223,6 +259,11 @@ async fn the_console_may_only_list_console_groups_to_impersonate() {
     let current = roles.get(GROUPS_ROLE).await.expect("the console reads it");
     let with = |change: &dyn Fn(&mut serde_json::Value)| -> ClusterRole {
         let mut value = serde_json::to_value(&current).unwrap();
+        // Unconditional: the other tests change the list meanwhile (409 otherwise).
+        value["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
         change(&mut value);
         serde_json::from_value(value).unwrap()
     };
@@ -360,10 +401,10 @@ async fn the_controllers_keep_custom_roles_groups_impersonable() {
         || async { names().await.contains(&group).then_some(()) },
     )
     .await;
-    let as_holder = console_as(&server, "console:bob", &[&group], None, None).await;
-    impersonation(&as_holder)
-        .await
-        .expect("the new role's group");
+    let bob = role_name(&server, "bob");
+    console_users(&server, &[&bob], &[]).await;
+    let as_holder = console_as(&server, &format!("console:{bob}"), &[&group], None, None).await;
+    until_impersonation(&as_holder, true, "the new role's group").await;
     roles
         .delete(&format!("console-role-{role}"), &DeleteParams::default())
         .await
@@ -373,6 +414,7 @@ async fn the_controllers_keep_custom_roles_groups_impersonable() {
     })
     .await;
     assert!(impersonation(&as_holder).await.is_err());
+    console_users(&server, &[], &[&bob]).await;
     running.stop().await;
     server.shutdown().await;
 }
@@ -381,19 +423,187 @@ async fn the_controllers_keep_custom_roles_groups_impersonable() {
 async fn a_role_the_cluster_does_not_know_is_left_out_not_refused() {
     let (server, _admin) = start_with_chart().await;
     let access = std::sync::Arc::new(Impersonation::new(console_config(&server).await));
-    let follow = tokio::spawn(access.clone().follow_impersonable_groups());
+    let follow = tokio::spawn(access.clone().follow_impersonable());
+    let carol = role_name(&server, "carol");
+    console_users(&server, &[&carol], &[]).await;
     // Held in the console, but no ClusterRole of that name: impersonated with it, the
     // person could do nothing at all.
-    let person = KubernetesIdentity::console("carol", ["developer", "never-made"]);
+    let person = KubernetesIdentity::console(&carol, ["developer", "never-made"]);
     wait_for("the list followed", Duration::from_secs(20), || async {
         (access.narrowed(&person).groups == ["console:developer", "system:authenticated"])
             .then_some(())
     })
     .await;
     let client = access.client_for(&person).unwrap();
-    impersonation(&client)
+    until_impersonation(&client, true, "served with the groups the cluster knows").await;
+    console_users(&server, &[], &[&carol]).await;
+    follow.abort();
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_impersonates_only_its_own_users_by_name() {
+    let (server, _admin) = start_with_chart().await;
+    let cluster = "at the cluster scope";
+    // The names Kubernetes binds (the controller manager is in effect cluster-admin), and
+    // anyone the console does not have.
+    for user in [
+        "system:kube-controller-manager",
+        "system:admin",
+        "system:kube-scheduler",
+        "anyone-at-all",
+        "console:never-made",
+    ] {
+        assert_eq!(
+            impersonation(&console_as(&server, user, &[], None, None).await).await,
+            Err(refused("users", user, "", cluster)),
+            "{user}"
+        );
+    }
+    // The bootstrap admin, as the chart lists them.
+    impersonation(
+        &console_as(
+            &server,
+            "console:admin",
+            &["console:admin", "system:authenticated"],
+            None,
+            None,
+        )
+        .await,
+    )
+    .await
+    .expect("the bootstrap admin");
+    // A user made now is impersonable once the console updates its list, and no longer
+    // once deleted.
+    let name = role_name(&server, "newcomer");
+    let user = format!("console:{name}");
+    let as_them = console_as(&server, &user, &["system:authenticated"], None, None).await;
+    assert_eq!(
+        impersonation(&as_them).await,
+        Err(refused("users", &user, "", cluster))
+    );
+    let kept = console_users(&server, &[&name], &[]).await;
+    assert!(kept.contains(&user), "{kept:?}");
+    assert!(kept.contains(&"console:admin".to_owned()), "{kept:?}");
+    until_impersonation(&as_them, true, "the new user impersonable").await;
+    let kept = console_users(&server, &[], &[&name]).await;
+    assert!(!kept.contains(&user), "{kept:?}");
+    until_impersonation(&as_them, false, "the deleted user no longer impersonable").await;
+    assert_eq!(
+        impersonation(&as_them).await,
+        Err(refused("users", &user, "", cluster))
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_may_only_list_console_users_to_impersonate() {
+    let (server, _admin) = start_with_chart().await;
+    let roles = Api::<ClusterRole>::all(console(&server).await);
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let current = roles.get(USERS_ROLE).await.expect("the console reads it");
+    let with = |change: &dyn Fn(&mut serde_json::Value)| -> ClusterRole {
+        let mut value = serde_json::to_value(&current).unwrap();
+        // Unconditional: the other tests change the list meanwhile (409 otherwise).
+        value["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
+        change(&mut value);
+        serde_json::from_value(value).unwrap()
+    };
+    let push = |name: &'static str| {
+        move |v: &mut serde_json::Value| {
+            v["rules"][0]["resourceNames"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!(name))
+        }
+    };
+    let cases: [(&str, ClusterRole); 9] = [
+        (
+            "system:kube-controller-manager added",
+            with(&push("system:kube-controller-manager")),
+        ),
+        ("system:admin added", with(&push("system:admin"))),
+        ("a name without the prefix", with(&push("admin"))),
+        (
+            "no names (every user)",
+            with(&|v| v["rules"][0]["resourceNames"] = json!([])),
+        ),
+        (
+            "names dropped (every user)",
+            with(&|v| {
+                v["rules"][0]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("resourceNames");
+            }),
+        ),
+        (
+            "a rule for groups",
+            with(&|v| {
+                v["rules"].as_array_mut().unwrap().push(json!({
+                    "apiGroups": [""], "resources": ["groups"], "verbs": ["impersonate"],
+                    "resourceNames": ["console:x"],
+                }))
+            }),
+        ),
+        (
+            "another verb",
+            with(&|v| v["rules"][0]["verbs"] = json!(["impersonate", "get"])),
+        ),
+        (
+            "an aggregationRule",
+            with(&|v| {
+                v["aggregationRule"] = json!({"clusterRoleSelectors": [
+                    {"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-admin": "true"}}
+                ]})
+            }),
+        ),
+        (
+            "a label (aggregated into others)",
+            with(&|v| {
+                v["metadata"]["labels"] =
+                    json!({"rbac.authorization.k8s.io/aggregate-to-admin": "true"})
+            }),
+        ),
+    ];
+    for (what, role) in cases {
+        refused_by_policy(roles.replace(USERS_ROLE, &dry, &role).await, what);
+    }
+    roles
+        .replace(USERS_ROLE, &dry, &with(&push("console:newly-made")))
         .await
-        .expect("served with the groups the cluster knows");
+        .expect("a console user may be added");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_follows_the_users_list_whoever_writes_it() {
+    let (server, _admin) = start_with_chart().await;
+    let access = std::sync::Arc::new(Impersonation::new(console_config(&server).await));
+    let follow = tokio::spawn(access.clone().follow_impersonable());
+    let name = role_name(&server, "dora");
+    let dora = KubernetesIdentity::console(&name, ["developer"]);
+    // Another replica lists a user this one has not written (made a moment ago there)...
+    console_users(&server, &[&name], &[]).await;
+    wait_for(
+        "the new user seen listed",
+        Duration::from_secs(20),
+        || async { (!access.lacks_user(&dora)).then_some(()) },
+    )
+    .await;
+    // ...then one writes the list from a read made before she existed: this console sees
+    // her missing, so it updates the list before acting for her.
+    console_users(&server, &[], &[&name]).await;
+    wait_for("the user seen missing", Duration::from_secs(20), || async {
+        access.lacks_user(&dora).then_some(())
+    })
+    .await;
     follow.abort();
     server.shutdown().await;
 }

@@ -22,7 +22,7 @@ impl Console {
     /// Errors: a review Kubernetes did not answer ([`ServiceError::Unavailable`] or its
     /// refusal).
     pub async fn access(&self, who: &Principal) -> Result<Vec<AccessRow>> {
-        let client = match self.client(who) {
+        let client = match self.client(who).await {
             Err(ServiceError::NoCluster) => return Ok(Vec::new()),
             other => other?,
         };

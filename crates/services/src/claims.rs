@@ -46,7 +46,7 @@ impl Console {
     /// Errors: Kubernetes refusals other than a refused list (which shows as empty);
     /// [`ServiceError::Unavailable`].
     pub async fn dashboard(&self, who: &Principal) -> Result<DashboardView> {
-        let client = match self.client(who) {
+        let client = match self.client(who).await {
             Err(ServiceError::NoCluster) => return Ok(DashboardView::default()),
             other => other?,
         };
@@ -116,7 +116,7 @@ impl Console {
         name: &str,
     ) -> Result<Option<ClaimView>> {
         check_object_path(namespace, name)?;
-        let client = self.client(who)?;
+        let client = self.client(who).await?;
         let found = Api::<VirtualMachineClaim>::namespaced(client.clone(), namespace)
             .get_opt(name)
             .await?;
@@ -184,7 +184,7 @@ impl Console {
                 "not a pool's namespace and name",
             ));
         }
-        let client = self.client(who)?;
+        let client = self.client(who).await?;
         // Only a pool the person can see: a claim for a pool that does not exist would
         // wait forever.
         let pool = Api::<VirtualMachinePool>::namespaced(client.clone(), &command.namespace)
@@ -221,7 +221,7 @@ impl Console {
     pub async fn release_claim(&self, who: &Principal, namespace: &str, name: &str) -> Result<()> {
         let released = async {
             check_object_path(namespace, name)?;
-            Api::<VirtualMachineClaim>::namespaced(self.client(who)?, namespace)
+            Api::<VirtualMachineClaim>::namespaced(self.client(who).await?, namespace)
                 .delete(name, &DeleteParams::default())
                 .await?;
             Ok(())

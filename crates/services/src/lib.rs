@@ -4,9 +4,10 @@
 //! [`banlieue_domain::views`] or a [`ServiceError`].
 //!
 //! Every call to Kubernetes is made as the principal (impersonation,
-//! [`cluster::Impersonation`]), so RBAC and the admission policies decide — but one: after
-//! a role changes, the console updates the groups it may impersonate with its own
-//! credentials ([`cluster::impersonable`]); every action,
+//! [`cluster::Impersonation`]), so RBAC and the admission policies decide — but two: after
+//! a role changes, the console updates the groups it may impersonate, and before acting
+//! for a person its last list of users lacked, the users ([`Console::update_impersonable_users`]),
+//! with its own credentials ([`cluster::impersonable`]); every action,
 //! allowed or refused, is audited here and nowhere else ([`Console::audited`]). No HTTP
 //! framework lives here: `server` maps requests to calls and [`ServiceError`]s to
 //! responses.
@@ -48,6 +49,9 @@ pub struct Console {
     accounts: Arc<Accounts>,
     cluster: Option<Arc<Impersonation>>,
     settings: Settings,
+    /// One update of the users the console may impersonate at a time, for the people its
+    /// last list lacked.
+    updating_users: tokio::sync::Mutex<()>,
 }
 
 impl Console {
@@ -62,6 +66,7 @@ impl Console {
             accounts,
             cluster,
             settings,
+            updating_users: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -75,14 +80,44 @@ impl Console {
         &self.settings
     }
 
-    /// A client acting as `who`.
+    /// A client acting as `who`. When the console's last list of the users it may
+    /// impersonate lacks them (made a moment ago: from a shell, by another replica), the
+    /// list is brought up to date first, so they are acted for at once.
     ///
     /// Errors: [`ServiceError::NoCluster`]; [`ServiceError::Unavailable`] when no client
     /// can be made from the console's credentials.
-    fn client(&self, who: &Principal) -> Result<kube::Client> {
+    async fn client(&self, who: &Principal) -> Result<kube::Client> {
         let cluster = self.cluster.as_ref().ok_or(ServiceError::NoCluster)?;
+        let identity = who.kubernetes_identity();
+        if cluster.lacks_user(&identity) {
+            let _one = self.updating_users.lock().await;
+            // Another request may have brought them in meanwhile.
+            if cluster.lacks_user(&identity) {
+                self.update_impersonable_users().await;
+            }
+        }
         cluster
-            .client_for(&who.kubernetes_identity())
+            .client_for(&identity)
             .map_err(ServiceError::unavailable)
+    }
+
+    /// Makes the cluster let the console impersonate exactly the users now in its
+    /// database (`console:<name>` each, [`cluster::impersonable::reconcile_users`]): the
+    /// server runs it at start, every minute and after it makes or deletes a user. A
+    /// failure is logged (the next run repairs it); without a cluster, nothing happens.
+    pub async fn update_impersonable_users(&self) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        let updated = match self.accounts.store().user_names().await {
+            Ok(names) => cluster
+                .update_impersonable_users(names)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(error) => Err(error.to_string()),
+        };
+        if let Err(error) = updated {
+            tracing::warn!(%error, "cannot update the users the console impersonates; retrying later");
+        }
     }
 }

@@ -32,12 +32,12 @@ impl Console {
     ///
     /// Errors: [`crate::ServiceError::NoCluster`], [`crate::ServiceError::Unavailable`]
     /// (no client for the principal).
-    pub fn dashboard_snapshots<V: Viewer>(
+    pub async fn dashboard_snapshots<V: Viewer>(
         self: &Arc<Self>,
         who: &Principal,
         viewer: V,
     ) -> Result<impl Stream<Item = DashboardView> + Send + use<V>> {
-        let client = self.client(who)?;
+        let client = self.client(who).await?;
         let claims = changes(Api::<VirtualMachineClaim>::all(client.clone()), None);
         let pools = changes(Api::<VirtualMachinePool>::all(client), None);
         let console = self.clone();
@@ -65,7 +65,7 @@ impl Console {
         name: &str,
     ) -> Result<impl Stream<Item = ClaimView> + Send + use<V>> {
         check_object_path(namespace, name)?;
-        let api = Api::<VirtualMachineClaim>::namespaced(self.client(who)?, namespace);
+        let api = Api::<VirtualMachineClaim>::namespaced(self.client(who).await?, namespace);
         if api.get_opt(name).await?.is_none() {
             return Err(crate::ServiceError::not_found("no such claim"));
         }

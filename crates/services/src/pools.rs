@@ -82,7 +82,7 @@ impl Console {
     /// Errors: Kubernetes refusals; [`ServiceError::NoCluster`],
     /// [`ServiceError::Unavailable`].
     pub async fn pools(&self, who: &Principal, editing: Option<(&str, &str)>) -> Result<PoolsView> {
-        let client = self.client(who)?;
+        let client = self.client(who).await?;
         let pools: Vec<PoolForm> = Api::<VirtualMachinePool>::all(client.clone())
             .list(&ListParams::default())
             .await?
@@ -117,7 +117,7 @@ impl Console {
         let saved = async {
             let pool = command.to_pool()?;
             let (namespace, name) = (pool.namespace().unwrap_or_default(), pool.name_any());
-            Api::<VirtualMachinePool>::namespaced(self.client(who)?, &namespace)
+            Api::<VirtualMachinePool>::namespaced(self.client(who).await?, &namespace)
                 .patch(
                     &name,
                     &PatchParams::apply(FIELD_MANAGER).force(),
@@ -139,7 +139,7 @@ impl Console {
     pub async fn delete_pool(&self, who: &Principal, namespace: &str, name: &str) -> Result<()> {
         let deleted = async {
             check_object_path(namespace, name)?;
-            Api::<VirtualMachinePool>::namespaced(self.client(who)?, namespace)
+            Api::<VirtualMachinePool>::namespaced(self.client(who).await?, namespace)
                 .delete(name, &DeleteParams::default())
                 .await?;
             Ok(())

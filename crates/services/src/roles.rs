@@ -52,7 +52,7 @@ impl Console {
     /// Errors: [`ServiceError::Forbidden`] for anyone but an admin; Kubernetes refusals;
     /// [`ServiceError::NoCluster`], [`ServiceError::Unavailable`].
     pub async fn roles(&self, who: &Principal, editing: Option<&str>) -> Result<RolesView> {
-        let roles = Api::<ClusterRole>::all(self.admin_client(who)?);
+        let roles = Api::<ClusterRole>::all(self.admin_client(who).await?);
         let builtin = roles
             .list(&ListParams::default().labels(BUILTIN_LABEL))
             .await?;
@@ -113,7 +113,7 @@ impl Console {
             .ok_or_else(|| ServiceError::invalid("name", "a new name, not a built-in role's"))?;
         let role = custom_role(&name, &command.grants)?;
         let binding = custom_role_binding(&name);
-        let client = self.admin_client(who)?;
+        let client = self.admin_client(who).await?;
         let (roles, bindings) = (
             Api::<ClusterRole>::all(client.clone()),
             Api::<ClusterRoleBinding>::all(client),
@@ -156,7 +156,7 @@ impl Console {
         let deleted = async {
             let name =
                 RoleName::parse(name).map_err(|_| ServiceError::not_found("no such role"))?;
-            let client = self.admin_client(who)?;
+            let client = self.admin_client(who).await?;
             let object = custom_role_object(&name);
             Api::<ClusterRoleBinding>::all(client.clone())
                 .delete(&object, &DeleteParams::default())
@@ -188,11 +188,11 @@ impl Console {
     }
 
     /// An impersonating client for an admin.
-    fn admin_client(&self, who: &Principal) -> Result<kube::Client> {
+    async fn admin_client(&self, who: &Principal) -> Result<kube::Client> {
         if !who.holds(BuiltinRole::Admin) {
             return Err(ServiceError::forbidden("only admins manage roles"));
         }
-        self.client(who)
+        self.client(who).await
     }
 
     async fn role_rows(

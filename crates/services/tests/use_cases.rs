@@ -103,6 +103,34 @@ impl Setup {
         Principal::local(user, Authenticator::Session, ADDRESS)
     }
 
+    /// The use cases with the console's ServiceAccount's credentials (the chart's RBAC and
+    /// policy), not the emulator's admin.
+    async fn console_as_service_account(&self) -> Console {
+        self.emulator.add_token(
+            "console-sa",
+            kube_emulator::UserInfo {
+                username: "system:serviceaccount:banlieue-system:banlieue-console".into(),
+                groups: vec!["system:serviceaccounts".into()],
+                ..kube_emulator::UserInfo::default()
+            },
+        );
+        let config = kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::from_yaml(&self.emulator.kubeconfig_for("console-sa"))
+                .unwrap(),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+        Console::new(
+            self.accounts.clone(),
+            Some(Arc::new(Impersonation::new(config))),
+            Settings {
+                issuer: ISSUER.into(),
+                claim_ttl_choices: vec![900],
+            },
+        )
+    }
+
     /// The audit rows of `action`, newest first.
     async fn audited(&self, action: &str) -> Vec<AuditEvent> {
         let rows = self.accounts.store().recent_audit(100).await.unwrap();
@@ -400,30 +428,8 @@ async fn impersonable(admin: &Client) -> std::collections::BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_saved_roles_group_is_impersonable_at_once_and_a_deleted_ones_no_more() {
     let setup = Setup::start().await;
-    // The console with its ServiceAccount's credentials (the chart's RBAC and policy), and
-    // no controllers: the Roles page itself keeps the list.
-    setup.emulator.add_token(
-        "console-sa",
-        kube_emulator::UserInfo {
-            username: "system:serviceaccount:banlieue-system:banlieue-console".into(),
-            groups: vec!["system:serviceaccounts".into()],
-            ..kube_emulator::UserInfo::default()
-        },
-    );
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::from_yaml(&setup.emulator.kubeconfig_for("console-sa")).unwrap(),
-        &Default::default(),
-    )
-    .await
-    .unwrap();
-    let console = Console::new(
-        setup.accounts.clone(),
-        Some(Arc::new(Impersonation::new(config))),
-        Settings {
-            issuer: ISSUER.into(),
-            claim_ttl_choices: vec![900],
-        },
-    );
+    // No controllers: the Roles page itself keeps the list.
+    let console = setup.console_as_service_account().await;
     let admin = setup.person("ada", &["admin"]).await;
     assert!(!impersonable(&setup.admin).await.contains("console:auditor"));
     let role = SaveRole {
@@ -447,6 +453,92 @@ async fn a_saved_roles_group_is_impersonable_at_once_and_a_deleted_ones_no_more(
         .expect("the author, with the new role's group");
     console.delete_role(&admin, "auditor").await.unwrap();
     assert!(!impersonable(&setup.admin).await.contains("console:auditor"));
+    setup.emulator.shutdown().await;
+}
+
+/// The users the chart's `banlieue-console-impersonator-users` lets the console
+/// impersonate.
+async fn impersonable_users(admin: &Client) -> std::collections::BTreeSet<String> {
+    let role = Api::<ClusterRole>::all(admin.clone())
+        .get(cluster::impersonable::USERS_ROLE)
+        .await
+        .unwrap();
+    cluster::impersonable::impersonable_users_in(&role).expect("users by name")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_user_is_acted_for_at_once_and_a_deleted_one_no_more() {
+    let setup = Setup::start().await;
+    let console = setup.console_as_service_account().await;
+    let listed = |name: &'static str| {
+        let admin = setup.admin.clone();
+        async move { impersonable_users(&admin).await.contains(name) }
+    };
+    // Made in the database directly, as `banlieue-console admin user create` does from a
+    // shell: not listed until they first act, and then at once.
+    let dora = setup.person("dora", &["developer"]).await;
+    assert!(!listed("console:dora").await);
+    console
+        .create_claim(&dora, claim_in("sandbox", 900))
+        .await
+        .expect("claims as themselves at once");
+    assert!(listed("console:dora").await);
+    assert_eq!(console.dashboard(&dora).await.unwrap().claims.len(), 1);
+
+    // Made through the console (its Users page updates the list right after).
+    let (eve, _) = setup
+        .accounts
+        .create_user(
+            &banlieue_identity::Actor::Operator,
+            "eve",
+            &banlieue_identity::UserProfile {
+                display_name: String::new(),
+                email: String::new(),
+                roles: vec!["developer".into()],
+            },
+            banlieue_identity::PasswordChoice::Generate,
+        )
+        .await
+        .unwrap();
+    console.update_impersonable_users().await;
+    assert!(listed("console:eve").await);
+    let eve = Principal::local(eve, Authenticator::Session, ADDRESS);
+    let view = console.dashboard(&eve).await.unwrap();
+    assert!(
+        view.pools
+            .iter()
+            .any(|p| p.name == "sandbox" && p.can_claim)
+    );
+    console
+        .create_claim(&eve, claim_in("sandbox", 900))
+        .await
+        .expect("claims as themselves");
+    assert_eq!(
+        impersonable_users(&setup.admin).await,
+        ["console:dora".to_owned(), "console:eve".to_owned()].into(),
+        "exactly the users in the database (it has no bootstrap admin)"
+    );
+
+    // Deleted: no longer listed, and a request still in flight for them is refused.
+    let record = setup
+        .accounts
+        .user(&banlieue_identity::Actor::Operator, "dora")
+        .await
+        .unwrap();
+    setup
+        .accounts
+        .delete_user(&banlieue_identity::Actor::Operator, "dora", record.version)
+        .await
+        .unwrap();
+    console.update_impersonable_users().await;
+    assert!(!listed("console:dora").await);
+    assert!(
+        console
+            .create_claim(&dora, claim_in("sandbox", 900))
+            .await
+            .is_err(),
+        "a deleted user is not acted for"
+    );
     setup.emulator.shutdown().await;
 }
 

@@ -550,6 +550,13 @@ fn escape_like(text: &str) -> String {
 }
 
 impl Store {
+    /// The names of every user, disabled ones included, sorted.
+    pub async fn user_names(&self) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar("SELECT name FROM users ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
     /// The names of the users holding `role` directly, sorted.
     pub async fn user_names_with_role(&self, role: &str) -> Result<Vec<String>, StoreError> {
         Ok(sqlx::query_scalar(
