@@ -53,7 +53,11 @@ pub async fn authorize_page(
     request: Request,
 ) -> Response {
     let state = page_state(request.extensions());
-    let params = query_pairs(request.uri().query().unwrap_or_default());
+    // Strictly, as the posted form: a value that is not UTF-8 is refused, not altered.
+    let params = match Form::parse(request.uri().query().unwrap_or_default().as_bytes()) {
+        Ok(query) => query.pairs().to_vec(),
+        Err(error) => return error_page(state.locale, &error),
+    };
     let user = request
         .extensions()
         .get::<CurrentUser>()
@@ -445,10 +449,4 @@ fn encode_query(pairs: &[(&'static str, String)]) -> String {
     url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs(pairs)
         .finish()
-}
-
-fn query_pairs(query: &str) -> Vec<(String, String)> {
-    url::form_urlencoded::parse(query.as_bytes())
-        .map(|(name, value)| (name.into_owned(), value.into_owned()))
-        .collect()
 }

@@ -1001,6 +1001,22 @@ async fn a_malformed_state_is_shown_not_echoed() {
 }
 
 #[tokio::test]
+async fn a_query_that_is_not_utf_8_is_refused_not_altered() {
+    let fx = Fixture::new().await;
+    let query = encode(&authorize_params(&[("scope", None)]));
+    let page = fx
+        .app
+        .send(get(
+            &format!("/oidc/authorize?{query}&scope=openid%20profile%FF"),
+            Some(&fx.cookie),
+        ))
+        .await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST);
+    assert!(page.location().is_none());
+    assert!(page.body.contains("could not be read"), "{}", page.body);
+}
+
+#[tokio::test]
 async fn refusals_are_audited_and_refresh_cannot_widen_its_scope() {
     let fx = Fixture::new().await;
     let code = fx.code(&authorize_params(&[])).await;
