@@ -180,15 +180,26 @@ impl KeyEncryption {
     }
 }
 
+/// Whether a key file of permission bits `mode`, owned by the uid `owner`, is private
+/// enough for the process of effective uid `reader`: readable by its owner alone (0600,
+/// 0400), or, as Kubernetes mounts a Secret for a pod with an `fsGroup`, a file of root's
+/// that its group may only read (0440), read by a process that is not root (so through
+/// that group, the pod's). Never writable or readable by others.
+fn private_to_reader(mode: u32, owner: u32, reader: u32) -> bool {
+    let group_read = 0o040;
+    mode & 0o077 == 0 || (mode & 0o077 == group_read && owner == 0 && reader != 0)
+}
+
 fn read_kek(path: &Path) -> Result<[u8; KEK_LEN], SealError> {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let failed = |reason: String| SealError::KeyFile {
         path: path.display().to_string(),
         reason,
     };
     let metadata = std::fs::metadata(path).map_err(|e| failed(e.to_string()))?;
     let mode = metadata.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
+    let reader = rustix::process::geteuid().as_raw();
+    if !private_to_reader(mode, metadata.uid(), reader) {
         return Err(failed(format!(
             "mode {mode:o} lets others than its owner read it; run `chmod 600 {}`",
             path.display()
@@ -258,6 +269,24 @@ mod tests {
             .unwrap();
         assert!(opened.stale);
         assert_eq!(opened.pkcs8, b"\x30\x82plain");
+    }
+
+    #[test]
+    fn a_kek_file_is_its_owners_alone_or_a_kubernetes_secret_read_through_the_pods_group() {
+        let (root, console) = (0, 10001);
+        for mode in [0o600, 0o400] {
+            assert!(private_to_reader(mode, console, console), "{mode:o}");
+            assert!(private_to_reader(mode, root, root), "{mode:o}");
+        }
+        // A Secret volume with fsGroup: root's, group-readable, read by a non-root pod.
+        assert!(private_to_reader(0o440, root, console));
+        // Not when the reader is root (then only 0600 will do), the owner is not root
+        // (a file someone shared with a group), or anything more is allowed.
+        assert!(!private_to_reader(0o440, root, root));
+        assert!(!private_to_reader(0o640, console, console));
+        for mode in [0o460, 0o444, 0o404, 0o442, 0o640 | 0o020, 0o450] {
+            assert!(!private_to_reader(mode, root, console), "{mode:o}");
+        }
     }
 
     #[test]
