@@ -1,9 +1,15 @@
 //! The chart's built-in roles (SPEC §5): each bound to its `console:<role>` group, each
 //! including the rules of the roles below it, and none granting secrets, impersonation
-//! or a wildcard.
+//! or a wildcard. The console's Deployment as the chart renders it: only variables the
+//! console reads, a configuration it accepts, probes it answers, and no privilege.
 
+mod support;
+
+use axum::http::StatusCode;
+use clap::{CommandFactory, Parser};
 use serde::Deserialize;
 use serde_json::Value;
+use server::config::{Cli, Command};
 
 const ROLES: &str = include_str!("../../charts/banlieue-console/templates/console-roles.yaml");
 const BUILT_IN: [&str; 4] = ["viewer", "developer", "operator", "admin"];
@@ -191,4 +197,213 @@ fn the_console_impersonates_console_users_and_groups_by_name_only() {
             );
         }
     }
+}
+
+const DEPLOYMENT: &str = include_str!("../../charts/banlieue-console/templates/deployment.yaml");
+
+/// The rendered chart's (default values) object of `kind` named `name`.
+fn rendered(kind: &str, name: &str) -> Value {
+    cluster::chart::parse_documents(cluster::chart::RENDERED)
+        .unwrap()
+        .into_iter()
+        .map(|o| serde_json::to_value(o).unwrap())
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in charts/rendered/banlieue-console.yaml"))
+}
+
+/// The console container of the rendered Deployment.
+fn console_container() -> Value {
+    let deployment = rendered("Deployment", "banlieue-console");
+    let containers = deployment["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(containers.len(), 1);
+    containers[0].clone()
+}
+
+/// Every environment variable the console reads: each flag's, `RUST_LOG` (the log filter)
+/// and `LEPTOS_SITE_ROOT` (`startup::leptos_options`).
+fn variables_the_console_reads() -> Vec<String> {
+    fn walk(command: &clap::Command, out: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            if let Some(env) = arg.get_env() {
+                out.push(env.to_str().unwrap().to_owned());
+            }
+        }
+        for sub in command.get_subcommands() {
+            walk(sub, out);
+        }
+    }
+    let mut out = vec!["RUST_LOG".to_owned(), "LEPTOS_SITE_ROOT".to_owned()];
+    walk(&Cli::command(), &mut out);
+    out
+}
+
+#[test]
+fn the_deployment_sets_only_variables_the_console_reads() {
+    // Every `- name: X` in the template with an upper-case X is an environment variable
+    // (volumes, ports and containers have lower-case names), whichever values render it.
+    let named: Vec<&str> = DEPLOYMENT
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- name: "))
+        .filter(|n| {
+            n.chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        })
+        .collect();
+    let known = variables_the_console_reads();
+    for name in &named {
+        assert!(
+            known.iter().any(|k| k == name),
+            "templates/deployment.yaml sets {name}, which the console does not read"
+        );
+    }
+    for needed in [
+        "BANLIEUE_LISTEN",
+        "BANLIEUE_DATABASE_URL",
+        "BANLIEUE_EXTERNAL_URL",
+        "BANLIEUE_TLS_CERT_FILE",
+        "BANLIEUE_TLS_KEY_FILE",
+        "BANLIEUE_ID_TOKEN_TTL_MINUTES",
+        "BANLIEUE_REFRESH_TOKEN_LIFETIME_HOURS",
+        "BANLIEUE_SESSION_LIFETIME_HOURS",
+        "BANLIEUE_SIGNING_KEY_ACTIVATION_MINUTES",
+        "BANLIEUE_KEY_ENCRYPTION_KEY_FILE",
+        "BANLIEUE_PREVIOUS_KEY_ENCRYPTION_KEY_FILE",
+        "BANLIEUE_CLUSTER_SERVER",
+        "BANLIEUE_CLUSTER_CA_FILE",
+        "BANLIEUE_NAMESPACE",
+        "BANLIEUE_LOG_FORMAT",
+        "LEPTOS_SITE_ROOT",
+    ] {
+        assert!(named.contains(&needed), "the chart never sets {needed}");
+    }
+    // The pod's own service account is its cluster identity; no dev cluster.
+    for never in ["BANLIEUE_KUBECONFIG", "BANLIEUE_DEV_CLUSTER"] {
+        assert!(!named.contains(&never), "the chart sets {never}");
+    }
+}
+
+#[test]
+fn the_rendered_deployment_is_a_configuration_the_console_accepts() {
+    let container = console_container();
+    // Each variable as its flag, so the test's own environment does not count.
+    let command = Cli::command();
+    let mut argv = vec!["banlieue-console".to_owned()];
+    for var in container["env"].as_array().unwrap() {
+        let name = var["name"].as_str().unwrap();
+        let value = var["value"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: the default values set every variable plainly"));
+        if name == "RUST_LOG" || name == "LEPTOS_SITE_ROOT" {
+            continue; // not flags
+        }
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_env().is_some_and(|e| e == name))
+            .unwrap_or_else(|| panic!("{name} is no flag's variable"));
+        argv.push(format!("--{}={value}", arg.get_long().unwrap()));
+    }
+    argv.extend(
+        container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_owned()),
+    );
+    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    assert!(matches!(cli.command, Some(Command::Serve)), "{argv:?}");
+    let config = cli
+        .settings
+        .validate()
+        .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    assert_eq!(
+        Value::from(config.listen.port()),
+        container["ports"][0]["containerPort"]
+    );
+    assert_eq!(config.namespace, cluster::chart::RELEASE_NAMESPACE);
+    assert_eq!(
+        banlieue_store::sqlite_file(&config.database_url).unwrap(),
+        std::path::Path::new("/var/lib/banlieue-console/console.db")
+    );
+}
+
+#[tokio::test]
+async fn the_probes_are_endpoints_the_console_answers() {
+    let container = console_container();
+    let app = support::TestApp::new().await;
+    for probe in ["startupProbe", "livenessProbe", "readinessProbe"] {
+        let get = &container[probe]["httpGet"];
+        assert_eq!(get["port"], container["ports"][0]["name"], "{probe}");
+        let path = get["path"].as_str().unwrap();
+        let response = app.send(support::get(path, None)).await;
+        assert_eq!(response.status, StatusCode::OK, "{probe} {path}");
+    }
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+}
+
+#[test]
+fn the_console_runs_unprivileged_and_writes_only_to_its_volumes() {
+    let deployment = rendered("Deployment", "banlieue-console");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "banlieue-console");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let container = console_container();
+    let security = &container["securityContext"];
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    assert!(container["resources"]["requests"].is_object());
+    // The root filesystem is read-only: the SQLite directory is the claim
+    // banlieue-console-data (the one the chart makes) and /tmp (SQLite's temporary files)
+    // an emptyDir.
+    let volume_at = |path: &str| -> Value {
+        let mount = container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["mountPath"] == path)
+            .unwrap_or_else(|| panic!("nothing mounted at {path}"))
+            .clone();
+        assert_ne!(mount["readOnly"], true, "{path}");
+        pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == mount["name"])
+            .unwrap()
+            .clone()
+    };
+    let url = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "BANLIEUE_DATABASE_URL")
+        .unwrap()["value"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let file = banlieue_store::sqlite_file(&url).unwrap();
+    let data = volume_at(file.parent().unwrap().to_str().unwrap());
+    assert_eq!(
+        data["persistentVolumeClaim"]["claimName"],
+        "banlieue-console-data"
+    );
+    rendered("PersistentVolumeClaim", "banlieue-console-data");
+    assert!(volume_at("/tmp")["emptyDir"].is_object());
+    // The NetworkPolicy admits the console's port.
+    let policy = rendered("NetworkPolicy", "banlieue-console");
+    assert_eq!(
+        policy["spec"]["ingress"][0]["ports"][0]["port"],
+        container["ports"][0]["name"]
+    );
+    assert_eq!(
+        policy["spec"]["podSelector"]["matchLabels"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
 }

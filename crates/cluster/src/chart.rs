@@ -8,6 +8,10 @@
 //! data of the ConfigMap `banlieue-claim-subject-policy`, is set here from
 //! [`ClaimSubjectPolicy`], exactly as `helm template -f` with those values renders it
 //! (the same suite checks that too).
+//!
+//! The chart also holds the console's workload ([`WORKLOAD_KINDS`]: its Deployment and
+//! what serves, stores and shields it). The clusters this module installs into run the
+//! console in this process instead, so [`install`] leaves the workload out.
 
 use std::collections::BTreeMap;
 
@@ -30,6 +34,30 @@ pub const CRDS: [&str; 4] = [
     include_str!("../../../charts/banlieue-console/crds/virtualmachines.banlieue.io.yaml"),
     include_str!("../../../charts/banlieue-console/crds/virtualmachineclaims.banlieue.io.yaml"),
 ];
+
+/// The kinds of the chart's workload: what runs the console as pods (the Deployment) and
+/// what serves, stores, shields and protects them (Service, Ingress, the SQLite
+/// PersistentVolumeClaim, NetworkPolicy, PodDisruptionBudget). [`install`] skips them:
+/// the clusters it installs into (the `make run` dev cluster, the emulator suites) are
+/// served by a console in this very process, and the emulator has no scheduler, kubelet
+/// or network to run them with. The ServiceAccount is not workload: it is the identity
+/// the chart's RBAC binds, and is installed.
+pub const WORKLOAD_KINDS: [&str; 6] = [
+    "Deployment",
+    "Service",
+    "Ingress",
+    "PersistentVolumeClaim",
+    "NetworkPolicy",
+    "PodDisruptionBudget",
+];
+
+/// Whether `object` is part of the chart's workload (its kind is in [`WORKLOAD_KINDS`]).
+pub fn is_workload(object: &DynamicObject) -> bool {
+    object
+        .types
+        .as_ref()
+        .is_some_and(|t| WORKLOAD_KINDS.contains(&t.kind.as_str()))
+}
 
 /// The chart's templates as `helm template` renders them with the default values.
 pub const RENDERED: &str = include_str!("../../../charts/rendered/banlieue-console.yaml");
@@ -90,7 +118,8 @@ pub fn parse_documents(yaml: &str) -> Result<Vec<DynamicObject>, Error> {
         .collect()
 }
 
-/// The chart's templates rendered with `policy` as `claimSubjectPolicy`.
+/// The chart's templates rendered with `policy` as `claimSubjectPolicy`, workload
+/// included (what `helm template` renders).
 pub fn manifests(policy: &ClaimSubjectPolicy) -> Result<Vec<DynamicObject>, Error> {
     let mut objects = parse_documents(RENDERED)?;
     let params = objects
@@ -107,9 +136,10 @@ pub fn manifests(policy: &ClaimSubjectPolicy) -> Result<Vec<DynamicObject>, Erro
     Ok(objects)
 }
 
-/// Installs the chart as `helm install -n banlieue-system` would, with `policy`: the CRDs
-/// first, then (once the API server serves them) the namespace and every template, each
-/// server-side applied by the field manager `banlieue-console`, so a second install
+/// Installs the chart as `helm install -n banlieue-system` would, with `policy`, but
+/// without its workload ([`WORKLOAD_KINDS`]: this process is the console): the CRDs
+/// first, then (once the API server serves them) the namespace and every other template,
+/// each server-side applied by the field manager `banlieue-console`, so a second install
 /// changes only what differs.
 ///
 /// Errors: [`Error::Kube`] when the API server refuses a manifest, [`Error::Manifest`]
@@ -124,7 +154,9 @@ pub async fn install(client: &kube::Client, policy: &ClaimSubjectPolicy) -> Resu
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {RELEASE_NAMESPACE}\n"
     ))?;
     apply(client, &namespace).await?;
-    apply(client, &manifests(policy)?).await
+    let mut objects = manifests(policy)?;
+    objects.retain(|o| !is_workload(o));
+    apply(client, &objects).await
 }
 
 /// Server-side applies `objects` (`kubectl apply --server-side --force-conflicts`).

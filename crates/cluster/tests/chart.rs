@@ -1,15 +1,23 @@
 //! The chart under the real `helm` and the real kube-apiserver of the test bed
 //! (`scripts/testbed`, which installs it with `helm install`): what Helm installed is
 //! what the API server holds, and what the in-process clusters apply
-//! (`cluster::chart`) is what Helm renders.
+//! (`cluster::chart`) is what Helm renders; the values and their schema; every example
+//! values file rendered, accepted by the API server and installed. Without the test bed
+//! only the in-process install runs (on the emulator).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
-use banlieue_testbed::{RELEASE, RELEASE_NAMESPACE, Testbed};
+use banlieue_testbed::{RELEASE, RELEASE_NAMESPACE, Testbed, unique_name};
 use cluster::chart::{self, ClaimSubjectPolicy};
-use kube::api::{Api, DynamicObject};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{Discovery, Scope};
+use serde_json::{Value, json};
+
+/// The chart's directory.
+const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../charts/banlieue-console");
 
 fn testbed() -> Option<Testbed> {
     Testbed::from_env("the chart suite")
@@ -203,5 +211,676 @@ async fn helm_lints_the_chart_and_the_api_server_holds_every_manifest_it_install
                 .any(|(r, _)| r.group == "banlieue.io" && r.plural == plural),
             "{plural}.banlieue.io is not served"
         );
+    }
+}
+
+fn kind_of(object: &DynamicObject) -> String {
+    object
+        .types
+        .as_ref()
+        .map(|t| t.kind.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_in_process_install_applies_the_chart_but_its_workload() {
+    use kube_emulator::{Emulator, EmulatorConfig};
+    let rendered = chart::parse_documents(chart::RENDERED).unwrap();
+    // The default values' workload (SQLite, one replica, no Ingress): left out.
+    let workload: BTreeSet<String> = rendered
+        .iter()
+        .filter(|o| chart::is_workload(o))
+        .map(kind_of)
+        .collect();
+    assert_eq!(
+        workload,
+        [
+            "Deployment",
+            "NetworkPolicy",
+            "PersistentVolumeClaim",
+            "Service"
+        ]
+        .map(String::from)
+        .into(),
+        "the committed rendering's workload"
+    );
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let kubeconfig =
+        kube::config::Kubeconfig::from_yaml(&emulator.kubeconfig_for(emulator.admin_token()))
+            .unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    chart::install(
+        &client,
+        &ClaimSubjectPolicy::only_issuer("https://console.example.com"),
+    )
+    .await
+    .expect("the chart installs on the emulator, without its workload");
+    // Everything else is there, the console's ServiceAccount included.
+    let discovery = Discovery::new(client.clone()).run().await.unwrap();
+    let mut installed = BTreeSet::new();
+    for object in rendered.iter().filter(|o| !chart::is_workload(o)) {
+        let gvk = GroupVersionKind::try_from(object.types.as_ref().unwrap()).unwrap();
+        let (resource, caps) = discovery
+            .resolve_gvk(&gvk)
+            .unwrap_or_else(|| panic!("the emulator does not serve {gvk:?}"));
+        let api: Api<DynamicObject> = match caps.scope {
+            Scope::Namespaced => Api::namespaced_with(
+                client.clone(),
+                object.metadata.namespace.as_deref().unwrap(),
+                &resource,
+            ),
+            Scope::Cluster => Api::all_with(client.clone(), &resource),
+        };
+        let name = object.metadata.name.as_deref().unwrap();
+        api.get(name)
+            .await
+            .unwrap_or_else(|e| panic!("{} {name} was not installed: {e}", gvk.kind));
+        installed.insert(gvk.kind);
+    }
+    assert!(installed.contains("ServiceAccount"), "{installed:?}");
+    emulator.shutdown().await;
+}
+
+/// The example values files (`charts/banlieue-console/examples/*.yaml`), sorted.
+fn examples() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(Path::new(CHART).join("examples"))
+        .expect("charts/banlieue-console/examples")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 2, "{files:?}");
+    files
+}
+
+fn yaml_file(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `over` merged into `base` as Helm merges a values file into the chart's values: maps
+/// key by key, anything else replaced.
+fn merge(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Object(base), Value::Object(over)) => {
+            for (key, value) in over {
+                match base.get_mut(&key) {
+                    Some(existing) => merge(existing, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, over) => *base = over,
+    }
+}
+
+/// The chart's values with `example` over them.
+fn values_with(example: &Path) -> Value {
+    let mut values = yaml_file(&Path::new(CHART).join("values.yaml"));
+    merge(&mut values, yaml_file(example));
+    values
+}
+
+/// A scalar value as the chart writes it into an environment variable.
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// helm with `args` must fail: its stderr.
+async fn helm_refuses(bed: &Testbed, args: &[&str]) -> String {
+    let out = bed.helm().args(args).output().await.expect("helm runs");
+    assert!(
+        !out.status.success(),
+        "helm {args:?} succeeded: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn every_example_lints_and_the_api_server_accepts_what_it_renders() {
+    let Some(bed) = testbed() else { return };
+    let client = bed.admin_client().await;
+    let discovery = Discovery::new(client.clone()).run().await.unwrap();
+    let ns = bed.namespace("chart-dry-run").await;
+    let params = PatchParams::apply("banlieue-chart-dry-run")
+        .force()
+        .dry_run()
+        .validation_strict();
+    let mut kinds = BTreeSet::new();
+    for example in examples() {
+        let file = example.to_str().unwrap();
+        bed.helm_ok(&["lint", "--strict", CHART, "-f", file]).await;
+        let rendered = bed
+            .helm_ok(&["template", "dry-run", CHART, "-n", &ns.name, "-f", file])
+            .await;
+        for object in chart::parse_documents(&rendered).unwrap() {
+            let gvk = GroupVersionKind::try_from(object.types.as_ref().unwrap()).unwrap();
+            let (resource, caps) = discovery
+                .resolve_gvk(&gvk)
+                .unwrap_or_else(|| panic!("{file}: the API server does not serve {gvk:?}"));
+            let api: Api<DynamicObject> = match caps.scope {
+                Scope::Namespaced => Api::namespaced_with(client.clone(), &ns.name, &resource),
+                Scope::Cluster => Api::all_with(client.clone(), &resource),
+            };
+            let name = object.metadata.name.clone().unwrap();
+            api.patch(&name, &params, &Patch::Apply(&object))
+                .await
+                .unwrap_or_else(|e| {
+                    panic!("{file}: the API server refuses {} {name}: {e}", gvk.kind)
+                });
+            kinds.insert(gvk.kind);
+        }
+    }
+    ns.delete().await;
+    for kind in [
+        "Deployment",
+        "Service",
+        "ServiceAccount",
+        "PersistentVolumeClaim",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+        "Ingress",
+        "ConfigMap",
+    ] {
+        assert!(
+            kinds.contains(kind),
+            "no example renders a {kind}: {kinds:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_schema_refuses_bad_values() {
+    let Some(bed) = testbed() else { return };
+    // One case per rule of values.schema.json: the values given with --set, and where
+    // helm must say the schema refused them.
+    let cases: &[(&[&str], &str)] = &[
+        (&["replicas=0"], "/replicas"),
+        (&["image.repository="], "/image/repository"),
+        (&["image.pullPolicy=Sometimes"], "/image/pullPolicy"),
+        (
+            &["externalURL=https://console.example.com/console"],
+            "/externalURL",
+        ),
+        (&["externalURL=ftp://console.example.com"], "/externalURL"),
+        (&["database.type=mysql"], "/database/type"),
+        (&["database.sqlite.size=lots"], "/database/sqlite/size"),
+        (
+            &["database.postgres.urlSecret.key="],
+            "/database/postgres/urlSecret/key",
+        ),
+        (
+            &["database.type=postgres", "keyEncryption.secretName=kek"],
+            "/database/postgres/urlSecret/name",
+        ),
+        (
+            &[
+                "database.type=postgres",
+                "database.postgres.urlSecret.name=pg",
+            ],
+            "/keyEncryption/secretName",
+        ),
+        (&["keyEncryption.key="], "/keyEncryption/key"),
+        (
+            &["keyEncryption.previousKey="],
+            "/keyEncryption/previousKey",
+        ),
+        (
+            &[
+                "tls.secretName=tls",
+                "externalURL=http://console.example.com",
+            ],
+            "/externalURL",
+        ),
+        (&["tokens.idTokenTTLMinutes=0"], "/tokens/idTokenTTLMinutes"),
+        (
+            &["tokens.idTokenTTLMinutes=16"],
+            "/tokens/idTokenTTLMinutes",
+        ),
+        (
+            &["tokens.refreshTokenLifetimeHours=721"],
+            "/tokens/refreshTokenLifetimeHours",
+        ),
+        (
+            &["tokens.sessionLifetimeHours=0"],
+            "/tokens/sessionLifetimeHours",
+        ),
+        (
+            &["tokens.signingKeyActivationMinutes=1441"],
+            "/tokens/signingKeyActivationMinutes",
+        ),
+        (&["kubeconfig.server=k8s.example.org"], "/kubeconfig/server"),
+        (
+            &[
+                "kubeconfig.server=https://k8s.example.org",
+                "kubeconfig.certificateAuthority=ca",
+            ],
+            "/kubeconfig/certificateAuthority",
+        ),
+        (
+            &["kubeconfig.certificateAuthority=-----BEGIN CERTIFICATE-----"],
+            "/kubeconfig/server",
+        ),
+        (&["kubeconfig.clusterName= "], "/kubeconfig/clusterName"),
+        (&["runControllers=sometimes"], "/runControllers"),
+        (&["claimTTLChoices={}"], "/claimTTLChoices"),
+        (&["claimTTLChoices={0}"], "/claimTTLChoices/0"),
+        (
+            &["trustedProxies={}", "trustedProxies[0]="],
+            "/trustedProxies/0",
+        ),
+        (&["log.format=xml"], "/log/format"),
+        (&["containerPort=70000"], "/containerPort"),
+        (&["service.port=0"], "/service/port"),
+        (
+            &[
+                "ingress.enabled=true",
+                "externalURL=https://console.example.com:8443",
+            ],
+            "/externalURL",
+        ),
+        (&["ingress.annotations.a=1"], "/ingress/annotations/a"),
+        (
+            &["networkPolicy.apiServer.ports={}"],
+            "/networkPolicy/apiServer/ports",
+        ),
+        (
+            &["networkPolicy.postgres.port=0"],
+            "/networkPolicy/postgres/port",
+        ),
+        (&["networkPolicy.dns.port=65536"], "/networkPolicy/dns/port"),
+        (
+            &["networkPolicy.ingressFrom={a}"],
+            "/networkPolicy/ingressFrom/0",
+        ),
+        (&["resources.request.cpu=1"], "'request' not allowed"),
+        (
+            &["podSecurityContext.runAsUser=0"],
+            "/podSecurityContext/runAsUser",
+        ),
+        (&["claimSubjectPolicy.issuer=x"], "'issuer' not allowed"),
+        (
+            &["claimSubjectPolicy.brokers=1"],
+            "/claimSubjectPolicy/brokers",
+        ),
+        (&["replica=2"], "'replica' not allowed"),
+    ];
+    for (set, pointer) in cases {
+        let mut args = vec!["template", "schema", CHART];
+        for s in *set {
+            args.extend(["--set", s]);
+        }
+        let stderr = helm_refuses(&bed, &args).await;
+        assert!(
+            stderr.contains("values don't meet the specifications of the schema")
+                && stderr.contains(pointer),
+            "{set:?}: expected a schema refusal at {pointer}, helm said: {stderr}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn sqlite_with_more_than_one_replica_is_refused() {
+    let Some(bed) = testbed() else { return };
+    // By the schema…
+    let stderr = helm_refuses(&bed, &["template", "two", CHART, "--set", "replicas=2"]).await;
+    assert!(
+        stderr.contains("at '/replicas': maximum: got 2, want 1"),
+        "{stderr}"
+    );
+    // …and by the templates, should the schema be skipped.
+    let stderr = helm_refuses(
+        &bed,
+        &[
+            "template",
+            "two",
+            CHART,
+            "--set",
+            "replicas=2",
+            "--skip-schema-validation",
+        ],
+    )
+    .await;
+    assert!(
+        stderr.contains("replicas is 2 but database.type is sqlite"),
+        "{stderr}"
+    );
+    // Two replicas on PostgreSQL are fine, with a PodDisruptionBudget; one has none.
+    let postgres = [
+        "replicas=2",
+        "database.type=postgres",
+        "database.postgres.urlSecret.name=pg",
+        "keyEncryption.secretName=kek",
+    ];
+    let mut args = vec!["template", "two", CHART];
+    for s in &postgres {
+        args.extend(["--set", s]);
+    }
+    let kinds = |yaml: &str| -> Vec<String> {
+        chart::parse_documents(yaml)
+            .unwrap()
+            .iter()
+            .map(kind_of)
+            .collect()
+    };
+    assert!(kinds(&bed.helm_ok(&args).await).contains(&"PodDisruptionBudget".into()));
+    let one = bed.helm_ok(&["template", "one", CHART]).await;
+    assert!(!kinds(&one).contains(&"PodDisruptionBudget".into()));
+}
+
+/// What the values say the console's environment is, by variable: `{"value": …}` or
+/// `{"valueFrom": …}` (README, "Configuration").
+fn expected_env(values: &Value, namespace: &str) -> BTreeMap<String, Value> {
+    let mut env = BTreeMap::new();
+    let mut set = |name: &str, value: Value| {
+        env.insert(name.to_owned(), value);
+    };
+    let plain = |v: String| json!({ "value": v });
+    set(
+        "BANLIEUE_LISTEN",
+        plain(format!("0.0.0.0:{}", values["containerPort"])),
+    );
+    set("BANLIEUE_EXTERNAL_URL", plain(text(&values["externalURL"])));
+    if values["database"]["type"] == "sqlite" {
+        set(
+            "BANLIEUE_DATABASE_URL",
+            plain("sqlite:///var/lib/banlieue-console/console.db".into()),
+        );
+    } else {
+        let secret = &values["database"]["postgres"]["urlSecret"];
+        set(
+            "BANLIEUE_DATABASE_URL",
+            json!({"valueFrom": {"secretKeyRef": {"name": secret["name"], "key": secret["key"]}}}),
+        );
+    }
+    if values["keyEncryption"]["secretName"] != "" {
+        set(
+            "BANLIEUE_KEY_ENCRYPTION_KEY_FILE",
+            plain("/etc/banlieue-console/key-encryption/current".into()),
+        );
+    }
+    if values["keyEncryption"]["previousSecretName"] != "" {
+        set(
+            "BANLIEUE_PREVIOUS_KEY_ENCRYPTION_KEY_FILE",
+            plain("/etc/banlieue-console/key-encryption-previous/previous".into()),
+        );
+    }
+    if values["tls"]["secretName"] != "" {
+        set(
+            "BANLIEUE_TLS_CERT_FILE",
+            plain("/etc/banlieue-console/tls/tls.crt".into()),
+        );
+        set(
+            "BANLIEUE_TLS_KEY_FILE",
+            plain("/etc/banlieue-console/tls/tls.key".into()),
+        );
+    }
+    let tokens = &values["tokens"];
+    for (name, key) in [
+        ("BANLIEUE_ID_TOKEN_TTL_MINUTES", "idTokenTTLMinutes"),
+        (
+            "BANLIEUE_REFRESH_TOKEN_LIFETIME_HOURS",
+            "refreshTokenLifetimeHours",
+        ),
+        ("BANLIEUE_SESSION_LIFETIME_HOURS", "sessionLifetimeHours"),
+        (
+            "BANLIEUE_SIGNING_KEY_ACTIVATION_MINUTES",
+            "signingKeyActivationMinutes",
+        ),
+    ] {
+        set(name, plain(text(&tokens[key])));
+    }
+    let kubeconfig = &values["kubeconfig"];
+    if kubeconfig["server"] != "" {
+        set(
+            "BANLIEUE_CLUSTER_SERVER",
+            plain(text(&kubeconfig["server"])),
+        );
+    }
+    if kubeconfig["certificateAuthority"] != "" {
+        set(
+            "BANLIEUE_CLUSTER_CA_FILE",
+            plain("/etc/banlieue-console/cluster-ca/ca.crt".into()),
+        );
+    }
+    set(
+        "BANLIEUE_CLUSTER_NAME",
+        plain(text(&kubeconfig["clusterName"])),
+    );
+    set("BANLIEUE_NAMESPACE", plain(namespace.into()));
+    set(
+        "BANLIEUE_RUN_CONTROLLERS",
+        plain(text(&values["runControllers"])),
+    );
+    let joined = |list: &Value| -> String {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(text)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    set(
+        "BANLIEUE_CLAIM_TTL_CHOICES",
+        plain(joined(&values["claimTTLChoices"])),
+    );
+    if !values["trustedProxies"].as_array().unwrap().is_empty() {
+        set(
+            "BANLIEUE_TRUSTED_PROXIES",
+            plain(joined(&values["trustedProxies"])),
+        );
+    }
+    set("BANLIEUE_LOG_FORMAT", plain(text(&values["log"]["format"])));
+    if values["log"]["filter"] != "" {
+        set("RUST_LOG", plain(text(&values["log"]["filter"])));
+    }
+    if values["leptos"]["siteRoot"] != "" {
+        set(
+            "LEPTOS_SITE_ROOT",
+            plain(text(&values["leptos"]["siteRoot"])),
+        );
+    }
+    env
+}
+
+/// A helm post-renderer that keeps the namespaced objects only: the test bed's own
+/// release (`banlieue`) holds the chart's cluster-wide objects (fixed names: the console
+/// looks them up by name), which a second release could not own.
+fn namespaced_only(bed: &Testbed, release: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = bed.dir().join(format!("{release}-post-renderer.sh"));
+    std::fs::write(
+        &path,
+        "#!/bin/sh\nexec awk 'BEGIN { RS = \"\\n---\"; ORS = \"\" } NR == 1 { sub(/^---/, \"\") } \
+         !/\\nkind: (ClusterRole|ClusterRoleBinding|ValidatingAdmissionPolicy|ValidatingAdmissionPolicyBinding)\\n/ \
+         { print \"\\n---\" $0 } END { print \"\\n\" }'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn helm_install_runs_the_console_as_the_values_say() {
+    let Some(bed) = testbed() else { return };
+    let client = bed.admin_client().await;
+    let chart_yaml = yaml_file(&Path::new(CHART).join("Chart.yaml"));
+    // The test bed's AuthenticationConfiguration is SPEC §4's; NOTES.txt must print it.
+    let mut spec_auth: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(bed.dir().join("authentication.yaml")).unwrap(),
+    )
+    .unwrap();
+    spec_auth["jwt"][0]["issuer"]
+        .as_object_mut()
+        .unwrap()
+        .remove("certificateAuthority");
+    for example in examples() {
+        let file = example.to_str().unwrap();
+        let values = values_with(&example);
+        let ns = bed.namespace("chart-install").await;
+        let release = unique_name("console");
+        let post_renderer = namespaced_only(&bed, &release);
+        bed.helm_ok(&[
+            "install",
+            &release,
+            CHART,
+            "-n",
+            &ns.name,
+            "-f",
+            file,
+            "--post-renderer",
+            post_renderer.to_str().unwrap(),
+        ])
+        .await;
+
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+        let deployment = deployments.get("banlieue-console").await.unwrap();
+        let spec = &deployment.spec;
+        assert_eq!(
+            Value::from(spec.replicas.unwrap()),
+            values["replicas"],
+            "{file}"
+        );
+        let pod = spec.template.spec.as_ref().unwrap();
+        assert_eq!(
+            pod.service_account_name.as_deref(),
+            Some("banlieue-console")
+        );
+        let [container] = pod.containers.as_slice() else {
+            panic!("{file}: one container");
+        };
+        let tag = match text(&values["image"]["tag"]) {
+            t if t.is_empty() => text(&chart_yaml["appVersion"]),
+            t => t,
+        };
+        assert_eq!(
+            container.image.as_deref(),
+            Some(format!("{}:{tag}", text(&values["image"]["repository"])).as_str()),
+            "{file}"
+        );
+        assert_eq!(
+            container.image_pull_policy.as_deref(),
+            Some(text(&values["image"]["pullPolicy"]).as_str())
+        );
+        assert_eq!(container.args.as_deref(), Some(&["serve".to_owned()][..]));
+        let port_name = if values["tls"]["secretName"] == "" {
+            "http"
+        } else {
+            "https"
+        };
+        let port = &container.ports.as_ref().unwrap()[0];
+        assert_eq!(
+            (port.name.as_deref(), Value::from(port.container_port)),
+            (Some(port_name), values["containerPort"].clone()),
+            "{file}"
+        );
+        for (probe, path) in [
+            (&container.startup_probe, "/healthz"),
+            (&container.liveness_probe, "/healthz"),
+            (&container.readiness_probe, "/readyz"),
+        ] {
+            let get = probe.as_ref().unwrap().http_get.as_ref().unwrap();
+            assert_eq!(
+                serde_json::to_value(get).unwrap(),
+                json!({"path": path, "port": port_name, "scheme": port_name.to_uppercase()}),
+                "{file}"
+            );
+        }
+        let env: BTreeMap<String, Value> = container
+            .env
+            .iter()
+            .flatten()
+            .map(|e| {
+                let mut value = serde_json::to_value(e).unwrap();
+                value.as_object_mut().unwrap().remove("name");
+                (e.name.clone(), value)
+            })
+            .collect();
+        assert_eq!(env, expected_env(&values, &ns.name), "{file}");
+        // The Secrets the values name are the ones mounted.
+        let secrets: BTreeSet<String> = pod
+            .volumes
+            .iter()
+            .flatten()
+            .filter_map(|v| v.secret.as_ref()?.secret_name.clone())
+            .collect();
+        let named: BTreeSet<String> = [
+            &values["keyEncryption"]["secretName"],
+            &values["keyEncryption"]["previousSecretName"],
+            &values["tls"]["secretName"],
+        ]
+        .into_iter()
+        .map(text)
+        .filter(|s| !s.is_empty())
+        .collect();
+        assert_eq!(secrets, named, "{file}");
+        assert_eq!(
+            serde_json::to_value(&container.resources).unwrap(),
+            values["resources"],
+            "{file}"
+        );
+
+        // The rest of the workload, as the values say.
+        let kinds = bed
+            .helm_ok(&["get", "manifest", &release, "-n", &ns.name])
+            .await;
+        let kinds: BTreeSet<String> = chart::parse_documents(&kinds)
+            .unwrap()
+            .iter()
+            .map(kind_of)
+            .collect();
+        let replicas = values["replicas"].as_u64().unwrap();
+        for (kind, wanted) in [
+            ("ServiceAccount", true),
+            ("Service", true),
+            ("NetworkPolicy", values["networkPolicy"]["enabled"] == true),
+            ("PodDisruptionBudget", replicas > 1),
+            ("Ingress", values["ingress"]["enabled"] == true),
+            (
+                "PersistentVolumeClaim",
+                values["database"]["type"] == "sqlite",
+            ),
+        ] {
+            assert_eq!(kinds.contains(kind), wanted, "{file}: {kind} in {kinds:?}");
+        }
+
+        // NOTES.txt: SPEC §4's AuthenticationConfiguration for this issuer.
+        let notes = bed
+            .helm_ok(&["get", "notes", &release, "-n", &ns.name])
+            .await;
+        let snippet = notes
+            .split_once("# --- AuthenticationConfiguration ---\n")
+            .and_then(|(_, rest)| rest.split_once("# --- end ---"))
+            .map(|(snippet, _)| snippet)
+            .unwrap_or_else(|| panic!("{file}: no AuthenticationConfiguration in {notes}"));
+        let mut expected = spec_auth.clone();
+        expected["jwt"][0]["issuer"]["url"] =
+            text(&values["externalURL"]).trim_end_matches('/').into();
+        assert_eq!(
+            serde_yaml::from_str::<Value>(snippet).unwrap(),
+            expected,
+            "{file}: {notes}"
+        );
+
+        bed.helm_ok(&["uninstall", &release, "-n", &ns.name]).await;
+        assert!(
+            deployments
+                .get_opt("banlieue-console")
+                .await
+                .unwrap()
+                .is_none(),
+            "{file}: uninstalled"
+        );
+        std::fs::remove_file(post_renderer).unwrap();
+        ns.delete().await;
     }
 }

@@ -1,0 +1,57 @@
+{{/*
+Shared pieces of the console's workload (deployment.yaml and its neighbours). The RBAC,
+policies and roles keep the fixed names the console looks them up by; the workload's
+objects are all named `banlieue-console` (the ServiceAccount the RBAC binds) or
+`banlieue-console-<what>`, and carry these labels.
+*/}}
+
+{{/* Labels of every workload object. */}}
+{{- define "banlieue-console.labels" -}}
+{{ include "banlieue-console.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end }}
+
+{{/* The labels that select the console's pods (Deployment, Service, PDB, NetworkPolicy). */}}
+{{- define "banlieue-console.selectorLabels" -}}
+app.kubernetes.io/name: banlieue-console
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* The container image: repository:tag, the tag defaulting to the chart's appVersion. */}}
+{{- define "banlieue-console.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* The name of the console's port: https when it serves TLS itself, else http. */}}
+{{- define "banlieue-console.portName" -}}
+{{ if .Values.tls.secretName }}https{{ else }}http{{ end }}
+{{- end }}
+
+{{/* The issuer URL as the console uses it (BANLIEUE_EXTERNAL_URL without a trailing /). */}}
+{{- define "banlieue-console.issuer" -}}
+{{ trimSuffix "/" .Values.externalURL }}
+{{- end }}
+
+{{/*
+What values.schema.json cannot say, or says and the templates must not rely on (helm
+--skip-schema-validation): combinations the console would refuse at start, refused here.
+*/}}
+{{- define "banlieue-console.validate" -}}
+{{- if and (eq .Values.database.type "sqlite") (gt (int .Values.replicas) 1) }}
+{{- fail (printf "replicas is %d but database.type is sqlite: one process owns a SQLite file; use database.type: postgres for more than one replica" (int .Values.replicas)) }}
+{{- end }}
+{{- if and (eq .Values.database.type "postgres") (not .Values.database.postgres.urlSecret.name) }}
+{{- fail "database.type is postgres: set database.postgres.urlSecret.name, the Secret holding the postgres:// URL" }}
+{{- end }}
+{{- if and (eq .Values.database.type "postgres") (not .Values.keyEncryption.secretName) }}
+{{- fail "database.type is postgres: set keyEncryption.secretName (the console requires a key-encryption key file with PostgreSQL)" }}
+{{- end }}
+{{- if and .Values.tls.secretName (not (hasPrefix "https://" .Values.externalURL)) }}
+{{- fail (printf "tls.secretName is set, so the console serves HTTPS only: externalURL must be https://, not %s" .Values.externalURL) }}
+{{- end }}
+{{- if and .Values.ingress.enabled (contains ":" (urlParse .Values.externalURL).host) }}
+{{- fail (printf "ingress.enabled: the Ingress host is externalURL's, which must then have no port (%s)" .Values.externalURL) }}
+{{- end }}
+{{- end }}
