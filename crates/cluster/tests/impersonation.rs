@@ -223,6 +223,79 @@ async fn the_console_impersonates_its_users_and_only_console_groups() {
     server.shutdown().await;
 }
 
+/// `current` as `change` leaves it, without its resourceVersion: replaced
+/// unconditionally, as the other tests change the list meanwhile (a 409 otherwise).
+fn changed(current: &ClusterRole, change: impl FnOnce(&mut serde_json::Value)) -> ClusterRole {
+    let mut value = serde_json::to_value(current).unwrap();
+    value["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    change(&mut value);
+    serde_json::from_value(value).unwrap()
+}
+
+/// `current` (one of the two lists) naming `name` too.
+fn with_name(current: &ClusterRole, name: &str) -> ClusterRole {
+    changed(current, |v| {
+        v["rules"][0]["resourceNames"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!(name))
+    })
+}
+
+/// Changes the policy refuses to either list (`current`), whatever it names: every name,
+/// a rule for `other` (the other list's resource), another verb, an aggregationRule, a
+/// label that aggregates it into other roles.
+fn refused_shapes(current: &ClusterRole, other: &str) -> Vec<(&'static str, ClusterRole)> {
+    vec![
+        (
+            "no names (every one)",
+            changed(current, |v| v["rules"][0]["resourceNames"] = json!([])),
+        ),
+        (
+            "names dropped (every one)",
+            changed(current, |v| {
+                v["rules"][0]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("resourceNames");
+            }),
+        ),
+        (
+            "a rule for the other list",
+            changed(current, |v| {
+                v["rules"].as_array_mut().unwrap().push(json!({
+                    "apiGroups": [""], "resources": [other], "verbs": ["impersonate"],
+                    "resourceNames": ["console:x"],
+                }))
+            }),
+        ),
+        (
+            "another verb",
+            changed(current, |v| {
+                v["rules"][0]["verbs"] = json!(["impersonate", "get"])
+            }),
+        ),
+        (
+            "an aggregationRule",
+            changed(current, |v| {
+                v["aggregationRule"] = json!({"clusterRoleSelectors": [
+                    {"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-admin": "true"}}
+                ]})
+            }),
+        ),
+        (
+            "a label (aggregated into others)",
+            changed(current, |v| {
+                v["metadata"]["labels"] =
+                    json!({"rbac.authorization.k8s.io/aggregate-to-admin": "true"})
+            }),
+        ),
+    ]
+}
+
 /// Expects a 403 from the policy.
 fn refused_by_policy<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) {
     match result {
@@ -257,84 +330,22 @@ async fn the_console_may_only_list_console_groups_to_impersonate() {
         ..PostParams::default()
     };
     let current = roles.get(GROUPS_ROLE).await.expect("the console reads it");
-    let with = |change: &dyn Fn(&mut serde_json::Value)| -> ClusterRole {
-        let mut value = serde_json::to_value(&current).unwrap();
-        // Unconditional: the other tests change the list meanwhile (409 otherwise).
-        value["metadata"]
-            .as_object_mut()
-            .unwrap()
-            .remove("resourceVersion");
-        change(&mut value);
-        serde_json::from_value(value).unwrap()
-    };
-    let names = "/rules/0/resourceNames";
-    let cases: [(&str, ClusterRole); 7] = [
-        (
-            "system:masters added",
-            with(&|v| {
-                v.pointer_mut(names)
-                    .unwrap()
-                    .as_array_mut()
-                    .unwrap()
-                    .push(json!("system:masters"))
-            }),
-        ),
-        (
-            "no names (every group)",
-            with(&|v| v["rules"][0]["resourceNames"] = json!([])),
-        ),
-        (
-            "names dropped (every group)",
-            with(&|v| {
-                v["rules"][0]
-                    .as_object_mut()
-                    .unwrap()
-                    .remove("resourceNames");
-            }),
-        ),
-        (
-            "a rule for users",
-            with(&|v| {
-                v["rules"].as_array_mut().unwrap().push(json!({
-                    "apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"],
-                    "resourceNames": ["console:x"],
-                }))
-            }),
-        ),
-        (
-            "another verb",
-            with(&|v| v["rules"][0]["verbs"] = json!(["impersonate", "get"])),
-        ),
-        (
-            "an aggregationRule",
-            with(&|v| {
-                v["aggregationRule"] = json!({"clusterRoleSelectors": [
-                    {"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-admin": "true"}}
-                ]})
-            }),
-        ),
-        (
-            "a label (aggregated into others)",
-            with(&|v| {
-                v["metadata"]["labels"] =
-                    json!({"rbac.authorization.k8s.io/aggregate-to-admin": "true"})
-            }),
-        ),
-    ];
+    let mut cases = vec![(
+        "system:masters added",
+        with_name(&current, "system:masters"),
+    )];
+    cases.extend(refused_shapes(&current, "users"));
     for (what, role) in cases {
         refused_by_policy(roles.replace(GROUPS_ROLE, &dry, &role).await, what);
     }
     // A console group: granting its impersonation is more than the console holds, which
     // `escalate` on this one ClusterRole allows.
-    let added = with(&|v| {
-        v.pointer_mut(names)
-            .unwrap()
-            .as_array_mut()
-            .unwrap()
-            .push(json!("console:newly-made"))
-    });
     roles
-        .replace(GROUPS_ROLE, &dry, &added)
+        .replace(
+            GROUPS_ROLE,
+            &dry,
+            &with_name(&current, "console:newly-made"),
+        )
         .await
         .expect("a console group may be added");
     // RBAC: no other ClusterRole is the console's to change, make or delete.
@@ -364,7 +375,9 @@ async fn the_console_may_only_list_console_groups_to_impersonate() {
         .replace(
             GROUPS_ROLE,
             &dry,
-            &with(&|v| v["rules"][0]["resourceNames"] = json!(["system:masters"])),
+            &changed(&current, |v| {
+                v["rules"][0]["resourceNames"] = json!(["system:masters"])
+            }),
         )
         .await
         .expect("the cluster's admin may (a dry run)");
@@ -504,78 +517,20 @@ async fn the_console_may_only_list_console_users_to_impersonate() {
         ..PostParams::default()
     };
     let current = roles.get(USERS_ROLE).await.expect("the console reads it");
-    let with = |change: &dyn Fn(&mut serde_json::Value)| -> ClusterRole {
-        let mut value = serde_json::to_value(&current).unwrap();
-        // Unconditional: the other tests change the list meanwhile (409 otherwise).
-        value["metadata"]
-            .as_object_mut()
-            .unwrap()
-            .remove("resourceVersion");
-        change(&mut value);
-        serde_json::from_value(value).unwrap()
-    };
-    let push = |name: &'static str| {
-        move |v: &mut serde_json::Value| {
-            v["rules"][0]["resourceNames"]
-                .as_array_mut()
-                .unwrap()
-                .push(json!(name))
-        }
-    };
-    let cases: [(&str, ClusterRole); 9] = [
+    let mut cases = vec![
         (
             "system:kube-controller-manager added",
-            with(&push("system:kube-controller-manager")),
+            with_name(&current, "system:kube-controller-manager"),
         ),
-        ("system:admin added", with(&push("system:admin"))),
-        ("a name without the prefix", with(&push("admin"))),
-        (
-            "no names (every user)",
-            with(&|v| v["rules"][0]["resourceNames"] = json!([])),
-        ),
-        (
-            "names dropped (every user)",
-            with(&|v| {
-                v["rules"][0]
-                    .as_object_mut()
-                    .unwrap()
-                    .remove("resourceNames");
-            }),
-        ),
-        (
-            "a rule for groups",
-            with(&|v| {
-                v["rules"].as_array_mut().unwrap().push(json!({
-                    "apiGroups": [""], "resources": ["groups"], "verbs": ["impersonate"],
-                    "resourceNames": ["console:x"],
-                }))
-            }),
-        ),
-        (
-            "another verb",
-            with(&|v| v["rules"][0]["verbs"] = json!(["impersonate", "get"])),
-        ),
-        (
-            "an aggregationRule",
-            with(&|v| {
-                v["aggregationRule"] = json!({"clusterRoleSelectors": [
-                    {"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-admin": "true"}}
-                ]})
-            }),
-        ),
-        (
-            "a label (aggregated into others)",
-            with(&|v| {
-                v["metadata"]["labels"] =
-                    json!({"rbac.authorization.k8s.io/aggregate-to-admin": "true"})
-            }),
-        ),
+        ("system:admin added", with_name(&current, "system:admin")),
+        ("a name without the prefix", with_name(&current, "admin")),
     ];
+    cases.extend(refused_shapes(&current, "groups"));
     for (what, role) in cases {
         refused_by_policy(roles.replace(USERS_ROLE, &dry, &role).await, what);
     }
     roles
-        .replace(USERS_ROLE, &dry, &with(&push("console:newly-made")))
+        .replace(USERS_ROLE, &dry, &with_name(&current, "console:newly-made"))
         .await
         .expect("a console user may be added");
     server.shutdown().await;
