@@ -13,7 +13,7 @@ use banlieue_identity::oidc::{
     KeyEncryption, KeyPolicy,
 };
 use banlieue_identity::{Accounts, PasswordHasher, ThrottlePolicy};
-use banlieue_store::{NewUser, Store};
+use banlieue_store::{AuditEvent, NewUser, Store};
 use time::OffsetDateTime;
 
 /// Where the fixture's requests come from.
@@ -107,6 +107,14 @@ impl Fixture {
                     &new,
                     "$argon2id$v=19$m=1024,t=1,p=1$c2FsdA$aGFzaA",
                     OffsetDateTime::now_utc(),
+                    &AuditEvent::now(
+                        "-",
+                        "user.create",
+                        "alice",
+                        IpAddr::V4(Ipv4Addr::LOCALHOST),
+                        "success",
+                        "",
+                    ),
                 )
                 .await
                 .expect("alice");

@@ -27,7 +27,19 @@ fn users_page(c: &mut Criterion) {
                 must_change_password: false,
             };
             app.store()
-                .create_user(&user, "$argon2id$placeholder", OffsetDateTime::now_utc())
+                .create_user(
+                    &user,
+                    "$argon2id$placeholder",
+                    OffsetDateTime::now_utc(),
+                    &banlieue_store::AuditEvent::now(
+                        "-",
+                        "user.create",
+                        "-",
+                        std::net::IpAddr::from([127, 0, 0, 1]),
+                        "success",
+                        "",
+                    ),
+                )
                 .await
                 .unwrap();
         }

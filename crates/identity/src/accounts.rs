@@ -384,17 +384,18 @@ impl Accounts {
             .expect("one role"),
             must_change_password: true,
         };
-        self.store
-            .create_user(&admin, &phc, OffsetDateTime::now_utc())
-            .await?;
-        self.audit(
+        let created = AuditEvent::now(
             SYSTEM_ACTOR,
             "user.create",
             "admin",
             IpAddr::from([127, 0, 0, 1]),
             "success",
-        )
-        .await;
+            "",
+        );
+        self.store
+            .create_user(&admin, &phc, OffsetDateTime::now_utc(), &created)
+            .await?;
+        self.audited(&created);
         Ok(password)
     }
 
@@ -530,8 +531,10 @@ impl Accounts {
         result: &str,
         detail: &str,
     ) {
-        self.write_audit(&audit_record(actor, action, target, source, result, detail))
-            .await;
+        self.write_audit(&AuditEvent::now(
+            actor, action, target, source, result, detail,
+        ))
+        .await;
     }
 
     /// Appends `event` and counts it in [`Accounts::metrics`] (whether or not the write
@@ -545,30 +548,9 @@ impl Accounts {
 
     /// Counts `event` in [`Accounts::metrics`]: every audit event is counted here, those
     /// written by [`Self::audit_event`] and those a caller writes in the transaction of
-    /// the action they record ([`audit_record`]).
+    /// the action they record ([`AuditEvent::now`]).
     pub(crate) fn audited(&self, event: &AuditEvent) {
         self.metrics.observe(&event.action, &event.result);
-    }
-}
-
-/// The audit event of an action done now, for a caller that writes it itself in the
-/// transaction of the action, then calls [`Accounts::audited`].
-pub(crate) fn audit_record(
-    actor: &str,
-    action: &str,
-    target: &str,
-    source: IpAddr,
-    result: &str,
-    detail: &str,
-) -> AuditEvent {
-    AuditEvent {
-        at: OffsetDateTime::now_utc(),
-        actor: actor.to_owned(),
-        action: action.to_owned(),
-        target: target.to_owned(),
-        source_ip: source.to_string(),
-        result: result.to_owned(),
-        detail: detail.to_owned(),
     }
 }
 

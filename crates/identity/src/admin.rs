@@ -4,7 +4,9 @@
 use std::net::IpAddr;
 
 use banlieue_domain::{BuiltinRole, NameError, Password, PasswordError, RoleName, Roles, UserName};
-use banlieue_store::{AuditPage, AuditQuery, NewUser, StoreError, UserPage, UserRecord};
+use banlieue_store::{
+    AuditEvent, AuditPage, AuditQuery, NewUser, StoreError, UserPage, UserRecord,
+};
 use time::OffsetDateTime;
 
 use crate::{Accounts, IdentityError, generate_password};
@@ -174,12 +176,26 @@ impl Accounts {
             roles,
             must_change_password: true,
         };
+        // Written with the user, in its transaction; a refusal is audited on its own.
+        let created = AuditEvent::now(
+            actor.name(),
+            "user.create",
+            new.name.as_str(),
+            actor.source(),
+            "success",
+            "",
+        );
         let result = self
             .store()
-            .create_user(&new, &phc, OffsetDateTime::now_utc())
+            .create_user(&new, &phc, OffsetDateTime::now_utc(), &created)
             .await;
-        self.audit_result(actor, "user.create", new.name.as_str(), &result)
-            .await;
+        match &result {
+            Ok(_) => self.audited(&created),
+            Err(_) => {
+                self.audit_result(actor, "user.create", new.name.as_str(), &result)
+                    .await
+            }
+        }
         Ok((result?, shown))
     }
 

@@ -97,6 +97,14 @@ impl Setup {
                 &new,
                 "$argon2id$v=19$m=1024,t=1,p=1$c2FsdHNhbHQ$aGFzaA",
                 OffsetDateTime::now_utc(),
+                &banlieue_store::AuditEvent::now(
+                    "-",
+                    "user.create",
+                    name,
+                    std::net::IpAddr::from([127, 0, 0, 1]),
+                    "success",
+                    "",
+                ),
             )
             .await
             .unwrap();

@@ -22,6 +22,29 @@ pub struct AuditEvent {
     pub detail: String,
 }
 
+impl AuditEvent {
+    /// The event of an action done now by `actor` (a user name, `-` or `system`) from
+    /// `source`.
+    pub fn now(
+        actor: &str,
+        action: &str,
+        target: &str,
+        source: std::net::IpAddr,
+        result: &str,
+        detail: &str,
+    ) -> Self {
+        Self {
+            at: OffsetDateTime::now_utc(),
+            actor: actor.to_owned(),
+            action: action.to_owned(),
+            target: target.to_owned(),
+            source_ip: source.to_string(),
+            result: result.to_owned(),
+            detail: detail.to_owned(),
+        }
+    }
+}
+
 /// Filters of the audit log; empty strings match everything. `actor`, `target` and
 /// `action` match exactly, `result` too; instants bound `at` inclusively.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -83,15 +106,9 @@ impl Store {
 
     pub async fn append_audit(&self, event: &AuditEvent) -> Result<(), StoreError> {
         let mut turn = self.write_turn().await?;
-        bind_audit(
-            sqlx::query(
-                "INSERT INTO audit_events (at_ms, actor, action, target, source_ip, result, \
-                 detail) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            ),
-            event,
-        )
-        .execute(turn.connection())
-        .await?;
+        bind_audit(sqlx::query(INSERT_AUDIT), event)
+            .execute(turn.connection())
+            .await?;
         turn.keep();
         Ok(())
     }
@@ -111,6 +128,10 @@ impl Store {
 
 /// `query` with `event`'s seven columns bound next, in the order of `audit_events`:
 /// `at_ms`, `actor`, `action`, `target`, `source_ip`, `result`, `detail`.
+/// Appends one audit event, its fields bound by [`bind_audit`] as `$1`–`$7`.
+pub(crate) const INSERT_AUDIT: &str = "INSERT INTO audit_events (at_ms, actor, action, target, \
+     source_ip, result, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
 pub(crate) fn bind_audit<'q>(
     query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
     event: &'q AuditEvent,

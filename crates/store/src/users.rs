@@ -3,8 +3,9 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 use time::OffsetDateTime;
 
+use crate::audit::{INSERT_AUDIT, bind_audit};
 use crate::database::{finish, from_millis, is_unique_violation, to_millis};
-use crate::{Backend, Store, StoreError};
+use crate::{AuditEvent, Backend, Store, StoreError};
 
 /// A stored user, without any credential.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,15 +85,17 @@ pub(crate) fn user_select_list(backend: Backend, alias: &str, prefix: &str) -> S
 }
 
 impl Store {
-    /// Creates a user with its roles and password hash (PHC string) in one transaction:
-    /// a crash leaves no user or a complete one.
+    /// Creates a user with its roles and password hash (PHC string), and appends `audit`
+    /// (the creation's audit event), in one transaction: a crash leaves no user, or a
+    /// complete one with its audit row.
     ///
-    /// Errors: [`StoreError::AlreadyExists`] when the name is taken.
+    /// Errors: [`StoreError::AlreadyExists`] when the name is taken (nothing written).
     pub async fn create_user(
         &self,
         new: &NewUser,
         password_phc: &str,
         now: OffsetDateTime,
+        audit: &AuditEvent,
     ) -> Result<UserRecord, StoreError> {
         let now_ms = to_millis(now);
         let mut conn = self.pool.acquire().await?;
@@ -133,6 +136,9 @@ impl Store {
             .bind(now_ms)
             .execute(&mut *tx)
             .await?;
+            bind_audit(sqlx::query(INSERT_AUDIT), audit)
+                .execute(&mut *tx)
+                .await?;
             Ok(id)
         }
         .await;

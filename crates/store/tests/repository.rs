@@ -1,7 +1,8 @@
 //! One repository suite, run against SQLite and against PostgreSQL.
 //!
 //! PostgreSQL runs when `BANLIEUE_TEST_POSTGRES_URL` names a server the test may create
-//! databases on (`make test` starts one and sets it); each test gets its own database.
+//! databases on (`make test` starts one and sets it); each test gets its own database
+//! ([`banlieue_testbed::postgres`]).
 
 use banlieue_domain::{RoleName, Roles, UserName};
 use banlieue_store::{AuditEvent, DatabaseCheck, NewUser, Store, StoreError};
@@ -14,26 +15,8 @@ async fn sqlite() -> (Store, tempfile::TempDir) {
 }
 
 async fn postgres() -> Option<Store> {
-    let Ok(admin_url) = std::env::var("BANLIEUE_TEST_POSTGRES_URL") else {
-        eprintln!(
-            "BANLIEUE_TEST_POSTGRES_URL is not set: PostgreSQL half skipped (make test sets it)"
-        );
-        return None;
-    };
-    use sqlx::Connection;
-    let mut admin = sqlx::PgConnection::connect(&admin_url).await.unwrap();
-    let db = format!("store_test_{}", rand_suffix());
-    sqlx::query(&format!("CREATE DATABASE {db}"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    let (base, _) = admin_url.rsplit_once('/').unwrap();
-    Some(Store::open(&format!("{base}/{db}")).await.unwrap())
-}
-
-fn rand_suffix() -> String {
-    let nanos = OffsetDateTime::now_utc().unix_timestamp_nanos();
-    format!("{}_{}", std::process::id(), nanos % 1_000_000_000_000)
+    let url = banlieue_testbed::postgres::scratch_database("the store suite").await?;
+    Some(Store::open(&url).await.unwrap())
 }
 
 /// Runs `$body` (an async fn taking a `Store`) against every available backend.
@@ -60,6 +43,18 @@ fn new_user(name: &str, roles: &[&str]) -> NewUser {
     }
 }
 
+/// The audit event a user's creation is written with.
+fn creation_event() -> AuditEvent {
+    AuditEvent::now(
+        "root",
+        "user.create",
+        "-",
+        std::net::IpAddr::from([127, 0, 0, 1]),
+        "success",
+        "",
+    )
+}
+
 fn at(ms: i64) -> OffsetDateTime {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).unwrap()
 }
@@ -67,7 +62,12 @@ fn at(ms: i64) -> OffsetDateTime {
 async fn create_then_read_back(store: Store) {
     let now = at(1_790_000_000_123);
     let created = store
-        .create_user(&new_user("alice", &["viewer", "developer"]), "$phc$a", now)
+        .create_user(
+            &new_user("alice", &["viewer", "developer"]),
+            "$phc$a",
+            now,
+            &creation_event(),
+        )
         .await
         .unwrap();
     assert_eq!(created.name.as_str(), "alice");
@@ -108,11 +108,16 @@ on_both_backends!(create_then_read_back_works, create_then_read_back);
 async fn duplicate_names_are_refused(store: Store) {
     let now = OffsetDateTime::now_utc();
     store
-        .create_user(&new_user("bob", &[]), "$phc$1", now)
+        .create_user(&new_user("bob", &[]), "$phc$1", now, &creation_event())
         .await
         .unwrap();
     let err = store
-        .create_user(&new_user("bob", &["admin"]), "$phc$2", now)
+        .create_user(
+            &new_user("bob", &["admin"]),
+            "$phc$2",
+            now,
+            &creation_event(),
+        )
         .await
         .unwrap_err();
     assert!(
@@ -131,7 +136,12 @@ on_both_backends!(
 async fn password_changes_move_not_before(store: Store) {
     let t0 = at(1_790_000_000_000);
     let user = store
-        .create_user(&new_user("carol", &["admin"]), "$old", t0)
+        .create_user(
+            &new_user("carol", &["admin"]),
+            "$old",
+            t0,
+            &creation_event(),
+        )
         .await
         .unwrap();
     let t1 = t0 + Duration::seconds(30);
@@ -169,7 +179,7 @@ on_both_backends!(
 async fn admins_count_only_when_enabled(store: Store) {
     let now = OffsetDateTime::now_utc();
     let admin = store
-        .create_user(&new_user("root", &["admin"]), "$x", now)
+        .create_user(&new_user("root", &["admin"]), "$x", now, &creation_event())
         .await
         .unwrap();
     assert!(store.enabled_user_with_role_exists("admin").await.unwrap());
@@ -206,7 +216,7 @@ on_both_backends!(
 async fn sign_ins_and_audit_are_recorded(store: Store) {
     let now = at(1_790_000_100_000);
     let user = store
-        .create_user(&new_user("dave", &[]), "$x", now)
+        .create_user(&new_user("dave", &[]), "$x", now, &creation_event())
         .await
         .unwrap();
     store.record_sign_in(user.id, now).await.unwrap();
@@ -235,7 +245,13 @@ async fn sign_ins_and_audit_are_recorded(store: Store) {
     }
     let events = store.recent_audit(10).await.unwrap();
     let results: Vec<_> = events.iter().map(|e| e.result.as_str()).collect();
-    assert_eq!(results, ["success", "invalid-credentials"], "newest first");
+    // The oldest is the user's creation, written with it.
+    assert_eq!(
+        results,
+        ["success", "invalid-credentials", "success"],
+        "newest first"
+    );
+    assert_eq!(events[2].action, "user.create");
     assert_eq!(events[0].at, now);
 }
 on_both_backends!(
@@ -257,6 +273,7 @@ async fn a_sqlite_database_is_created_for_its_owner_alone_and_an_exposed_one_is_
             &new_user("alice", &[]),
             "$phc$a",
             time::OffsetDateTime::now_utc(),
+            &creation_event(),
         )
         .await
         .unwrap();
@@ -341,11 +358,11 @@ async fn user_sessions_are_listed_and_revoked(store: Store) {
     use banlieue_store::UserSession;
     let t0 = at(1_790_000_200_000);
     let alice = store
-        .create_user(&new_user("alice", &[]), "$x", t0)
+        .create_user(&new_user("alice", &[]), "$x", t0, &creation_event())
         .await
         .unwrap();
     let bob = store
-        .create_user(&new_user("bob", &[]), "$x", t0)
+        .create_user(&new_user("bob", &[]), "$x", t0, &creation_event())
         .await
         .unwrap();
     let session = |handle: &str, user_id: i64, seen_ms: i64| UserSession {
@@ -409,7 +426,10 @@ async fn users_are_searched_and_paged(store: Store) {
         if i == 7 {
             user.display_name = "Ada 100% Lovelace".into();
         }
-        store.create_user(&user, "$x", now).await.unwrap();
+        store
+            .create_user(&user, "$x", now, &creation_event())
+            .await
+            .unwrap();
     }
     let first = store.list_users("", 0, 10).await.unwrap();
     assert_eq!(first.total, 25);
@@ -443,7 +463,7 @@ on_both_backends!(
 async fn stale_versions_conflict_and_the_last_admin_stays(store: Store) {
     let now = OffsetDateTime::now_utc();
     let admin = store
-        .create_user(&new_user("root", &["admin"]), "$x", now)
+        .create_user(&new_user("root", &["admin"]), "$x", now, &creation_event())
         .await
         .unwrap();
     let viewer_roles = Roles::new(vec![RoleName::parse("viewer").unwrap()]).unwrap();
@@ -477,7 +497,12 @@ async fn stale_versions_conflict_and_the_last_admin_stays(store: Store) {
     );
 
     let second = store
-        .create_user(&new_user("second", &["admin"]), "$x", now)
+        .create_user(
+            &new_user("second", &["admin"]),
+            "$x",
+            now,
+            &creation_event(),
+        )
         .await
         .unwrap();
     let renamed = store
@@ -533,7 +558,7 @@ on_both_backends!(
 async fn revoking_sessions_moves_not_before(store: Store) {
     let t0 = at(1_790_000_000_000);
     let user = store
-        .create_user(&new_user("eve", &[]), "$x", t0)
+        .create_user(&new_user("eve", &[]), "$x", t0, &creation_event())
         .await
         .unwrap();
     let t1 = at(1_790_000_060_000);
@@ -607,7 +632,12 @@ async fn oidc_codes_and_refresh_tokens(store: Store) {
     use banlieue_store::{AuthorizationCodeRecord, CodeRedemption, RefreshFamilyRecord};
     let now = OffsetDateTime::now_utc();
     let user = store
-        .create_user(&new_user("olivia", &["developer"]), "phc", now)
+        .create_user(
+            &new_user("olivia", &["developer"]),
+            "phc",
+            now,
+            &creation_event(),
+        )
         .await
         .unwrap();
     let code = AuthorizationCodeRecord {
@@ -811,11 +841,21 @@ on_both_backends!(
 async fn a_deleted_role_leaves_every_holder(store: Store) {
     let now = OffsetDateTime::now_utc();
     let a = store
-        .create_user(&new_user("holder-a", &["developer", "claimer"]), "phc", now)
+        .create_user(
+            &new_user("holder-a", &["developer", "claimer"]),
+            "phc",
+            now,
+            &creation_event(),
+        )
         .await
         .unwrap();
     store
-        .create_user(&new_user("holder-b", &["claimer"]), "phc", now)
+        .create_user(
+            &new_user("holder-b", &["claimer"]),
+            "phc",
+            now,
+            &creation_event(),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -841,19 +881,9 @@ on_both_backends!(
 
 #[tokio::test]
 async fn checking_a_database_changes_nothing() {
-    let Ok(admin_url) = std::env::var("BANLIEUE_TEST_POSTGRES_URL") else {
-        eprintln!("BANLIEUE_TEST_POSTGRES_URL is not set: PostgreSQL check skipped");
+    let Some(url) = banlieue_testbed::postgres::scratch_database("the database check").await else {
         return;
     };
-    use sqlx::Connection;
-    let mut admin = sqlx::PgConnection::connect(&admin_url).await.unwrap();
-    let db = format!("store_check_{}", rand_suffix());
-    sqlx::query(&format!("CREATE DATABASE {db}"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    let (base, _) = admin_url.rsplit_once('/').unwrap();
-    let url = format!("{base}/{db}");
     let DatabaseCheck::Reachable { pending } = Store::check(&url).await.unwrap() else {
         panic!("a PostgreSQL database is reachable or an error");
     };
@@ -868,4 +898,72 @@ async fn checking_a_database_changes_nothing() {
         Store::check(&url).await.unwrap(),
         DatabaseCheck::Reachable { pending: 0 }
     );
+}
+
+/// A creation whose audit row cannot be written leaves no user: the audit row is part of
+/// the creation's transaction, so a crash between the two cannot lose it.
+#[tokio::test]
+async fn a_user_is_created_with_its_audit_row_or_not_at_all() {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite_url = format!("sqlite://{}/console.db", dir.path().display());
+    let mut backends = vec![(sqlite_url.clone(), Store::open(&sqlite_url).await.unwrap())];
+    if let Some(url) =
+        banlieue_testbed::postgres::scratch_database("the audit atomicity test").await
+    {
+        backends.push((url.clone(), Store::open(&url).await.unwrap()));
+    }
+    for (url, store) in backends {
+        let refuse: &[&str] = if url.starts_with("sqlite") {
+            &["CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events \
+               BEGIN SELECT RAISE(ABORT, 'audit refused'); END"]
+        } else {
+            &[
+                "CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS \
+                 $$ BEGIN RAISE EXCEPTION 'audit refused'; END $$",
+                "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events \
+                 FOR EACH ROW EXECUTE FUNCTION refuse_audit()",
+            ]
+        };
+        sqlx::any::install_default_drivers();
+        let mut admin = sqlx::AnyConnection::connect(&url).await.unwrap();
+        for statement in refuse {
+            sqlx::query(statement).execute(&mut admin).await.unwrap();
+        }
+        let refused = store
+            .create_user(
+                &new_user("ghost", &["viewer"]),
+                "$x",
+                OffsetDateTime::now_utc(),
+                &creation_event(),
+            )
+            .await;
+        assert!(refused.is_err(), "{url}: {refused:?}");
+        assert_eq!(
+            store
+                .user_by_name(&UserName::parse("ghost").unwrap())
+                .await
+                .unwrap(),
+            None,
+            "{url}: no user without its audit row"
+        );
+        let drop = if url.starts_with("sqlite") {
+            "DROP TRIGGER refuse_audit"
+        } else {
+            "DROP TRIGGER refuse_audit ON audit_events"
+        };
+        sqlx::query(drop).execute(&mut admin).await.unwrap();
+        store
+            .create_user(
+                &new_user("ghost", &["viewer"]),
+                "$x",
+                OffsetDateTime::now_utc(),
+                &creation_event(),
+            )
+            .await
+            .unwrap();
+        let audit = store.recent_audit(10).await.unwrap();
+        assert_eq!(audit.len(), 1, "{url}");
+        assert_eq!(audit[0].action, "user.create");
+    }
 }

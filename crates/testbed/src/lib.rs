@@ -1,4 +1,5 @@
-//! The real Kubernetes test bed as the Rust suites reach it.
+//! The real Kubernetes test bed as the Rust suites reach it (and, in [`postgres`], the
+//! throw-away PostgreSQL server).
 //!
 //! `scripts/testbed start` (run by `make test`) builds kube-apiserver,
 //! kube-controller-manager, etcd and helm from the Go modules pinned in `testenv/`, starts
@@ -9,6 +10,8 @@
 //!
 //! One API server serves every test of a run, so each test works in its own namespace
 //! ([`Testbed::namespace`]) and names cluster-wide objects it creates uniquely.
+
+pub mod postgres;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -1,4 +1,6 @@
-//! An in-process console on a temporary SQLite database, driven through its router.
+//! An in-process console on a temporary database, driven through its router: SQLite, or
+//! PostgreSQL when `BANLIEUE_TEST_SERVER_DATABASE=postgres` (`make test` runs the suite
+//! both ways; [`scratch_store`]).
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
 use std::net::{IpAddr, SocketAddr};
@@ -35,6 +37,22 @@ pub struct TestApp {
     _dir: tempfile::TempDir,
 }
 
+/// The variable that puts the in-process consoles on PostgreSQL: `postgres` (any other
+/// value, or none: SQLite).
+pub const DATABASE_VARIABLE: &str = "BANLIEUE_TEST_SERVER_DATABASE";
+
+/// A new, empty console database: a SQLite file in `dir`, or with
+/// [`DATABASE_VARIABLE`]`=postgres` a database of its own on the server
+/// [`banlieue_testbed::postgres::URL_VARIABLE`] names.
+pub async fn scratch_store(dir: &tempfile::TempDir) -> Store {
+    let url = if std::env::var(DATABASE_VARIABLE).is_ok_and(|v| v == "postgres") {
+        banlieue_testbed::postgres::required_scratch_database().await
+    } else {
+        format!("sqlite://{}/console.db", dir.path().display())
+    };
+    Store::open(&url).await.unwrap()
+}
+
 /// Cheap argon2id parameters: the tests count verifications, they do not time them.
 pub fn cheap_hasher() -> PasswordHasher {
     PasswordHasher::with_params(Params::new(1024, 1, 1, None).unwrap())
@@ -61,8 +79,7 @@ impl TestApp {
 
     pub async fn with_hasher(hasher: PasswordHasher, throttle: ThrottlePolicy) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}/console.db", dir.path().display());
-        Self::on_store(Store::open(&url).await.unwrap(), hasher, throttle, dir).await
+        Self::on_store(scratch_store(&dir).await, hasher, throttle, dir).await
     }
 
     pub async fn on_store(
@@ -78,8 +95,7 @@ impl TestApp {
     /// defaults for everything else.
     pub async fn with_args(args: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}/console.db", dir.path().display());
-        let store = Store::open(&url).await.unwrap();
+        let store = scratch_store(&dir).await;
         Self::configured(store, cheap_hasher(), ThrottlePolicy::default(), dir, args).await
     }
 
@@ -165,7 +181,7 @@ impl TestApp {
     /// controllers (and a fast simulated provider) running on `controllers` until the
     /// test's runtime ends.
     pub async fn with_cluster(
-        mut self,
+        self,
         access: Arc<cluster::Impersonation>,
         mut controllers: cluster::ControllerConfig,
     ) -> Self {
@@ -181,6 +197,16 @@ impl TestApp {
             metrics.clone(),
             std::future::pending(),
         ));
+        self.acting_through(access, Some(&*metrics)).await
+    }
+
+    /// This console acting in the cluster through `access`, with no controllers;
+    /// `metrics`: the controllers' metrics to serve, if any run.
+    pub async fn acting_through(
+        mut self,
+        access: Arc<cluster::Impersonation>,
+        metrics: Option<&cluster::Metrics>,
+    ) -> Self {
         let config = server::config::Cli::try_parse_from(["banlieue-console"])
             .unwrap()
             .settings
@@ -188,7 +214,7 @@ impl TestApp {
             .unwrap();
         let sessions = self.store().session_backend().await.unwrap();
         let state = AppState {
-            metrics: Arc::new(startup::metrics_registry(&self.accounts, Some(&metrics))),
+            metrics: Arc::new(startup::metrics_registry(&self.accounts, metrics)),
             stopping: self.stopping.clone(),
             accounts: self.accounts.clone(),
             issuer: self.issuer.clone(),
@@ -245,7 +271,19 @@ impl TestApp {
             must_change_password: must_change,
         };
         self.store()
-            .create_user(&new, &phc, OffsetDateTime::now_utc())
+            .create_user(
+                &new,
+                &phc,
+                OffsetDateTime::now_utc(),
+                &banlieue_store::AuditEvent::now(
+                    "-",
+                    "user.create",
+                    name,
+                    IpAddr::from([127, 0, 0, 1]),
+                    "success",
+                    "",
+                ),
+            )
             .await
             .unwrap()
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use banlieue_domain::{Password, RoleName, Roles, UserName};
 use banlieue_identity::Accounts;
-use banlieue_store::NewUser;
+use banlieue_store::{AuditEvent, NewUser};
 use clap::Parser;
 use kube_emulator::auth::parse_authentication_configuration;
 use kube_emulator::{Emulator, EmulatorConfig};
@@ -77,7 +77,19 @@ pub async fn console_for(
     };
     accounts
         .store()
-        .create_user(&alice, &phc, OffsetDateTime::now_utc())
+        .create_user(
+            &alice,
+            &phc,
+            OffsetDateTime::now_utc(),
+            &AuditEvent::now(
+                "-",
+                "user.create",
+                "alice",
+                std::net::IpAddr::from([127, 0, 0, 1]),
+                "success",
+                "",
+            ),
+        )
         .await
         .unwrap();
     tokio::spawn(server::startup::serve_on(

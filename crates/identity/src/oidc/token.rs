@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use banlieue_store::{
-    CodeRedemption, RefreshFamilyRecord, RefreshTokenRecord, StoreError, UserRecord,
+    AuditEvent, CodeRedemption, RefreshFamilyRecord, RefreshTokenRecord, StoreError, UserRecord,
 };
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -18,7 +18,6 @@ use super::clients::Client;
 use super::error::{OAuthError, OAuthErrorCode};
 use super::keys::SigningKey;
 use super::{Issuer, random_token, token_hash};
-use crate::accounts::audit_record;
 use crate::metrics::{CODE_EXCHANGE, REFRESH, REFRESH_REUSE, SUCCESS};
 
 /// The claims of an ID token (OpenID Connect Core §2), as the issuer signs them.
@@ -390,7 +389,7 @@ impl Issuer {
             auth_time: family.auth_time,
         };
         let unsigned = self.unsigned_id_token(&grant, now).await?;
-        let success = audit_record(
+        let success = AuditEvent::now(
             user.name.as_str(),
             REFRESH,
             &family.client_id,
