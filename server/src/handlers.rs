@@ -231,14 +231,36 @@ pub async fn healthz() -> &'static str {
     "ok"
 }
 
-/// `GET /readyz`: 200 when the database answers, 503 otherwise.
+/// How long `/readyz` waits for the database and for the cluster, each: within the
+/// chart's probe timeout (2 s), so a slow dependency makes the replica unready, not the
+/// probe time out.
+pub const READINESS_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// `GET /readyz`: 200 `ok` when the database and the cluster (when one is configured)
+/// both answer within [`READINESS_TIMEOUT`]; else 503 naming which did not.
 pub async fn readyz(State(app): State<AppState>) -> Response {
-    match app.accounts.store().ping().await {
-        Ok(()) => "ok".into_response(),
-        Err(error) => {
-            tracing::warn!(%error, "readiness: database unreachable");
-            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable").into_response()
+    let database = async {
+        match tokio::time::timeout(READINESS_TIMEOUT, app.accounts.store().ping()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(error.to_string()),
+            Err(_) => Err(format!("no answer in {READINESS_TIMEOUT:?}")),
         }
+    };
+    let cluster = app.console.check_cluster_ready(READINESS_TIMEOUT);
+    let (database, cluster) = tokio::join!(database, cluster);
+    let mut unready = Vec::new();
+    if let Err(error) = database {
+        tracing::warn!(%error, "readiness: database unreachable");
+        unready.push("database unreachable");
+    }
+    if let Err(error) = cluster {
+        tracing::warn!(%error, "readiness: cluster unreachable");
+        unready.push("cluster unreachable");
+    }
+    if unready.is_empty() {
+        "ok".into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, unready.join("; ")).into_response()
     }
 }
 

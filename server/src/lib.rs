@@ -23,4 +23,5 @@ pub mod startup;
 pub mod tls;
 mod use_cases;
 
+pub use handlers::READINESS_TIMEOUT;
 pub use routes::{AppState, router};

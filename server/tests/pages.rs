@@ -97,6 +97,43 @@ async fn pages_carry_a_nonce_csp_and_security_headers() {
 }
 
 #[tokio::test]
+async fn readiness_needs_the_cluster_too() {
+    let (app, dev) = TestApp::with_dev_cluster().await;
+    let ready = app.send(get("/readyz", None)).await;
+    assert_eq!((ready.status, ready.body.as_str()), (StatusCode::OK, "ok"));
+    dev.shutdown().await;
+    let unready = app.send(get("/readyz", None)).await;
+    assert_eq!(
+        (unready.status, unready.body.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, "cluster unreachable")
+    );
+}
+
+#[tokio::test]
+async fn a_cluster_that_never_answers_makes_the_console_unready_not_hung() {
+    // Connections are accepted (the kernel's backlog) and never answered.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let access = cluster::Impersonation::new(kube::Config::new(url.parse().unwrap()));
+    let app = TestApp::new()
+        .await
+        .acting_through(std::sync::Arc::new(access), None)
+        .await;
+    // Far beyond the readiness timeout: only a probe that waits on the cluster fails here.
+    let unready = tokio::time::timeout(
+        server::READINESS_TIMEOUT * 4,
+        app.send(get("/readyz", None)),
+    )
+    .await
+    .expect("/readyz waited on a silent cluster");
+    assert_eq!(
+        (unready.status, unready.body.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, "cluster unreachable")
+    );
+    drop(silent);
+}
+
+#[tokio::test]
 async fn unknown_pages_are_404_once_signed_in() {
     let app = TestApp::new().await;
     app.create_user("alice", "correct horse battery", &[], false)

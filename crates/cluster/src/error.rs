@@ -27,6 +27,10 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// The API server did not answer its readiness check with 200 in time
+    /// ([`crate::Impersonation::check_ready`]).
+    #[error("the API server is not ready: {0}")]
+    Unready(String),
     /// Leader election failed (the Lease could not be read or written).
     #[error("leader election: {0}")]
     Lease(#[from] kube_lease_manager::LeaseManagerError),

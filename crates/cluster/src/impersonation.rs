@@ -132,6 +132,24 @@ impl Impersonation {
         Ok(Client::try_from(self.config.clone())?)
     }
 
+    /// Whether the API server is ready for the console: its `GET /readyz`, sent with the
+    /// console's own credentials (so a revoked token shows too), answers 200 within
+    /// `timeout`. For the console's readiness probe: a slow cluster makes the replica
+    /// unready instead of holding the probe.
+    ///
+    /// Errors: [`Error::Unready`] with the status, the transport error, or the timeout.
+    pub async fn check_ready(&self, timeout: Duration) -> Result<(), Error> {
+        let client = self.console_client()?;
+        let request = http::Request::get("/readyz")
+            .body(Vec::new())
+            .map_err(|e| Error::Unready(e.to_string()))?;
+        match tokio::time::timeout(timeout, client.request_text(request)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(error)) => Err(Error::Unready(error.to_string())),
+            Err(_) => Err(Error::Unready(format!("no answer in {timeout:?}"))),
+        }
+    }
+
     /// A client acting as `identity` (`Impersonate-User`, `Impersonate-Group`), reused
     /// for [`CLIENT_TTL`] per identity. Once the groups the console may impersonate are
     /// known, a group outside them is left out ([`Impersonation::narrowed`]).

@@ -75,6 +75,20 @@ impl Console {
         self.cluster.is_some()
     }
 
+    /// Whether the console's cluster answers its readiness check within `timeout`
+    /// ([`Impersonation::check_ready`]); `Ok` when no cluster is configured.
+    ///
+    /// Errors: [`cluster::Error::Unready`], or a client that cannot be made.
+    pub async fn check_cluster_ready(
+        &self,
+        timeout: std::time::Duration,
+    ) -> Result<(), cluster::Error> {
+        match &self.cluster {
+            Some(cluster) => cluster.check_ready(timeout).await,
+            None => Ok(()),
+        }
+    }
+
     /// The settings.
     pub fn settings(&self) -> &Settings {
         &self.settings
