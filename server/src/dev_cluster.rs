@@ -29,6 +29,9 @@ pub struct DevCluster {
     pub access: Arc<Impersonation>,
     /// What downloaded kubeconfigs point at.
     pub cluster: ClusterAccess,
+    /// The console's credentials as a kubeconfig (YAML), for another console process to
+    /// act in this cluster as this one does (`BANLIEUE_KUBECONFIG`).
+    pub console_kubeconfig: String,
 }
 
 impl DevCluster {
@@ -71,7 +74,8 @@ impl DevCluster {
         let admin = client_for(&emulator.kubeconfig_yaml()).await?;
         apply_chart(&admin, issuer_url).await?;
         apply_demo_pool(&admin).await?;
-        let console = kubeconfig_config(&emulator.kubeconfig_for(&console_token)).await?;
+        let console_kubeconfig = emulator.kubeconfig_for(&console_token);
+        let console = kubeconfig_config(&console_kubeconfig).await?;
         let cluster = ClusterAccess {
             name: "banlieue-dev".into(),
             server: emulator.base_url(),
@@ -82,6 +86,7 @@ impl DevCluster {
             emulator,
             access: Arc::new(Impersonation::new(console)),
             cluster,
+            console_kubeconfig,
         })
     }
 

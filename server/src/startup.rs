@@ -92,7 +92,14 @@ pub async fn serve_on(
     let accounts = open_accounts(&config).await?;
     let store = accounts.store().clone();
     if store.user_count().await? == 0 {
-        bootstrap_admin(&accounts).await?;
+        match bootstrap_admin(&accounts).await {
+            // Another replica starting on the same empty database made it first.
+            Err(
+                IdentityError::AdminExists
+                | IdentityError::Store(banlieue_store::StoreError::AlreadyExists { .. }),
+            ) => tracing::info!("another replica created the first admin"),
+            created => created?,
+        }
     }
     let sessions = store.session_backend().await?;
     tokio::spawn(
