@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
+use banlieue_identity::oidc::BearerError;
 use serde_json::Value;
 use support::{TestApp, form, get, post_form, sample};
 use time::OffsetDateTime;
@@ -891,6 +892,31 @@ async fn the_kubeconfig_wants_a_session_or_a_console_bearer_token_of_a_viewer_or
         .send(kubeconfig_with(&format!("Bearer {console_token}")))
         .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+}
+
+#[tokio::test]
+async fn a_console_bearer_token_is_judged_at_the_callers_instant_for_every_check() {
+    let fx = Fixture::new().await;
+    let code = fx
+        .code(&authorize_params(&[("audience", Some("banlieue-console"))]))
+        .await;
+    let (_, body) = fx.exchange(&code, Some(VERIFIER)).await;
+    let token = body["id_token"].as_str().unwrap();
+    let lifetime = time::Duration::seconds(body["expires_in"].as_i64().unwrap());
+    let issued = OffsetDateTime::now_utc();
+
+    let user = fx.app.issuer.verify_console_token(token, issued).await;
+    assert_eq!(user.unwrap().name.as_str(), "alice");
+    // Past `exp` by the caller's clock: refused, although the system clock is not there yet.
+    let expired = fx
+        .app
+        .issuer
+        .verify_console_token(token, issued + lifetime + time::Duration::seconds(1))
+        .await;
+    assert!(
+        matches!(&expired, Err(BearerError::InvalidToken(why)) if why.contains("expired")),
+        "{expired:?}"
+    );
 }
 
 /// The hidden fields of the page's first form that has any: the request as the page

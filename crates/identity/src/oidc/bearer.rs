@@ -31,8 +31,8 @@ pub enum BearerError {
 impl Issuer {
     /// The person an ID token of this issuer for the console's audience names, when they
     /// may still act: the token is RS256, signed by a key the JWKS publishes at `now`,
-    /// with `iss` this issuer, `aud` containing `banlieue-console` and `exp` in the
-    /// future; its user exists, is enabled, has no pending password change, was not
+    /// with `iss` this issuer, `aud` containing `banlieue-console` and `exp` after `now`
+    /// (the caller's clock, used for every check); its user exists, is enabled, has no pending password change, was not
     /// signed out everywhere after `auth_time`, and holds a built-in role (viewer or
     /// better).
     ///
@@ -62,10 +62,17 @@ impl Issuer {
         validation.set_issuer(&[&self.config.issuer_url]);
         validation.set_audience(&[CONSOLE_AUDIENCE]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        validation.leeway = 0;
+        // Expiry is judged at `now`, the instant the keys were chosen for, not at the
+        // system clock's reading: one instant for the whole verification.
+        validation.validate_exp = false;
         let claims = jsonwebtoken::decode::<IdTokenClaims>(token, &key, &validation)
             .map_err(invalid)?
             .claims;
+        if claims.exp <= now.unix_timestamp() {
+            return Err(BearerError::InvalidToken(
+                "the token has expired (exp)".into(),
+            ));
+        }
         let name = UserName::parse(&claims.sub)
             .map_err(|_| BearerError::InvalidToken("sub is not a user name".into()))?;
         let user = self
