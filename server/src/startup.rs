@@ -275,8 +275,8 @@ pub async fn open_issuer(config: &Config, accounts: Arc<Accounts>) -> anyhow::Re
     Ok(Arc::new(issuer))
 }
 
-/// Every minute: rotates and withdraws signing keys when due, and deletes codes and
-/// refresh families that can no longer be used.
+/// Every minute: rotates and withdraws signing keys when due, and deletes codes, refresh
+/// families and sign-in back-off rows that can no longer be used.
 async fn maintain_issuer(issuer: Arc<Issuer>) {
     let mut tick = tokio::time::interval(Duration::from_secs(60));
     loop {
@@ -293,6 +293,9 @@ async fn maintain_issuer(issuer: Arc<Issuer>) {
             .await
         {
             tracing::error!(%error, "pruning OIDC grants failed");
+        }
+        if let Err(error) = issuer.accounts().prune_sign_in_backoff(now).await {
+            tracing::error!(%error, "pruning the sign-in back-off failed");
         }
     }
 }

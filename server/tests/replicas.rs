@@ -2,8 +2,9 @@
 //! with two replicas behind one Service runs them, requests alternating between them:
 //! both start at once on an empty database; a browser session made on one is valid on
 //! the other and a sign-out on either ends it on both; refresh-token rotation and reuse
-//! detection hold across them, also for 100 concurrent refreshes of one token; and a
-//! signing key one publishes is in the other's JWKS before it signs anything.
+//! detection hold across them, also for 100 concurrent refreshes of one token; failed
+//! sign-ins are counted once over both; and a signing key one publishes is in the other's
+//! JWKS before it signs anything.
 //!
 //! Runs when `BANLIEUE_TEST_POSTGRES_URL` names a server (`make test` starts one);
 //! skipped, saying so, otherwise.
@@ -376,6 +377,49 @@ async fn a_session_made_on_one_replica_is_valid_on_the_other_and_signing_out_end
         assert_eq!(page.status(), 303, "replica {replica} ended the session");
         assert_eq!(page.headers()["location"], "/sign-in");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_sign_ins_are_counted_once_over_both_replicas() {
+    let Some(pair) = Pair::start().await else {
+        return;
+    };
+    pair.console
+        .create_user("alice", PASSWORD, &["developer"], false)
+        .await;
+    let attempt = |replica: usize, password: &'static str| {
+        pair.http
+            .post(format!("{}/sign-in", pair.base(replica)))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("origin", ORIGIN)
+            .header("sec-fetch-site", "same-origin")
+            .header("x-forwarded-for", "203.0.113.7")
+            .body(form(&[("user_name", "alice"), ("password", password)]))
+            .send()
+    };
+    // Five free failures from one address, alternating: each replica saw two or three.
+    for replica in 0..5 {
+        let answered = attempt(replica, "wrong").await.unwrap();
+        assert_eq!(
+            answered.status(),
+            200,
+            "failure {} is answered",
+            replica + 1
+        );
+    }
+    for replica in [0, 1] {
+        let waits = attempt(replica, PASSWORD).await.unwrap();
+        assert_eq!(waits.status(), 429, "replica {replica} counts all five");
+        assert_eq!(waits.headers()["retry-after"], "1");
+    }
+    // Parallel guesses spread over both replicas get one password check at a time.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let burst = futures::future::join_all((0..8).map(|i| attempt(i, "wrong"))).await;
+    let checked = burst
+        .iter()
+        .filter(|response| response.as_ref().unwrap().status() == 200)
+        .count();
+    assert_eq!(checked, 1, "one of eight parallel guesses was checked");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -137,9 +137,9 @@ const SYSTEM_ACTOR: &str = "system";
 impl Accounts {
     pub fn new(store: Store, hasher: PasswordHasher, throttle: ThrottlePolicy) -> Self {
         Self {
+            throttle: SignInThrottle::new(throttle, store.clone()),
             store,
             hasher,
-            throttle: SignInThrottle::new(throttle),
             cache: Mutex::new(HashMap::new()),
             cache_ttl: USER_CACHE_TTL,
             session_lifetime: SESSION_LIFETIME,
@@ -168,6 +168,12 @@ impl Accounts {
         &self.hasher
     }
 
+    /// Deletes the sign-in back-off's rows that no longer count at `now`
+    /// ([`SignInThrottle::prune`]); returns how many went.
+    pub async fn prune_sign_in_backoff(&self, now: OffsetDateTime) -> Result<u64, StoreError> {
+        self.throttle.prune(now).await
+    }
+
     /// The counters of sign-ins, tokens issued and refresh reuse, fed by every audit event
     /// this service writes; register them to export them.
     pub fn metrics(&self) -> &Arc<IdentityMetrics> {
@@ -182,12 +188,18 @@ impl Accounts {
     /// metrics count every attempt.
     pub async fn sign_in(&self, attempt: SignInAttempt<'_>) -> Result<UserRecord, SignInError> {
         let target = audit_safe(attempt.user_name);
-        let admitted = match self
+        let admission = self
             .throttle
-            .admit(attempt.user_name, attempt.source, Instant::now())
-        {
-            Ok(admitted) => admitted,
-            Err(throttled) => {
+            .admit(attempt.user_name, attempt.source, OffsetDateTime::now_utc())
+            .await;
+        let admitted = match admission {
+            Ok(Ok(admitted)) => admitted,
+            Err(error) => {
+                self.audit("-", SIGN_IN, &target, attempt.source, "error")
+                    .await;
+                return Err(error.into());
+            }
+            Ok(Err(throttled)) => {
                 match throttled.audit {
                     Some(unaudited) => {
                         let detail = if unaudited == 0 {
@@ -228,10 +240,10 @@ impl Accounts {
     async fn check_credentials(
         &self,
         attempt: SignInAttempt<'_>,
-        admitted: Attempt<'_>,
+        admitted: Attempt,
     ) -> Result<UserRecord, SignInError> {
         let Ok(password) = Password::presented(attempt.password) else {
-            admitted.failed();
+            admitted.failed().await;
             return Err(SignInError::PasswordTooLong);
         };
         let checked = match self.load_credential(attempt.user_name).await {
@@ -242,26 +254,26 @@ impl Accounts {
                 .map(|ok| ok.then_some((user, phc))),
             Ok(None) => self.hasher.verify_dummy(&password).await.map(|()| None),
             Err(error) => {
-                admitted.unchecked();
+                admitted.unchecked().await;
                 return Err(IdentityError::from(error).into());
             }
         };
         let (user, phc) = match checked {
             Ok(Some(verified)) => verified,
             Ok(None) => {
-                admitted.failed();
+                admitted.failed().await;
                 return Err(SignInError::InvalidCredentials);
             }
             Err(HashError::Busy { retry_after }) => {
-                admitted.unchecked();
+                admitted.unchecked().await;
                 return Err(SignInError::Busy { retry_after });
             }
             Err(error) => {
-                admitted.unchecked();
+                admitted.unchecked().await;
                 return Err(IdentityError::from(error).into());
             }
         };
-        admitted.succeeded();
+        admitted.succeeded().await;
         let now = OffsetDateTime::now_utc();
         if self.hasher.needs_rehash(&phc) {
             // Opportunistic: with the hasher busy, the next sign-in rehashes.
@@ -307,21 +319,22 @@ impl Accounts {
         let name = user.name.as_str();
         let admitted = self
             .throttle
-            .admit(name, source, Instant::now())
+            .admit(name, source, now)
+            .await?
             .map_err(|throttled| ChangePasswordError::Throttled {
                 retry_after: throttled.retry_after,
             })?;
         let new = match Password::new_secret(new) {
             Ok(new) => new,
             Err(error) => {
-                admitted.unchecked();
+                admitted.unchecked().await;
                 return Err(ChangePasswordError::InvalidNewPassword(error));
             }
         };
         let stored = match self.store.password_phc(user.id).await {
             Ok(stored) => stored,
             Err(error) => {
-                admitted.unchecked();
+                admitted.unchecked().await;
                 return Err(error.into());
             }
         };
@@ -329,19 +342,19 @@ impl Accounts {
             (Ok(current), Some(phc)) => match self.hasher.verify(&current, &phc).await {
                 Ok(ok) => ok,
                 Err(error) => {
-                    admitted.unchecked();
+                    admitted.unchecked().await;
                     return Err(busy_or_internal(error));
                 }
             },
             _ => false,
         };
         if !current_ok {
-            admitted.failed();
+            admitted.failed().await;
             self.audit(name, "user.password-change", name, source, "wrong-password")
                 .await;
             return Err(ChangePasswordError::WrongCurrentPassword);
         }
-        admitted.succeeded();
+        admitted.succeeded().await;
         if Password::presented(current).is_ok_and(|current| current == new) {
             return Err(ChangePasswordError::Unchanged);
         }

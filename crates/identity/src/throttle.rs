@@ -1,11 +1,14 @@
 //! Sign-in throttling: exponential back-off per source address and a per-user ceiling,
-//! counted before any password is hashed, in bounded memory.
+//! counted before any password is hashed, shared by every replica through the database.
 
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::net::IpAddr;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use banlieue_store::{BackoffRule, BackoffState, SignInClaim, SignInKeys, Store, StoreError};
+use time::OffsetDateTime;
 
 /// How failed sign-ins slow further attempts down.
 #[derive(Debug, Clone, Copy)]
@@ -46,51 +49,98 @@ impl Default for ThrottlePolicy {
 pub struct Throttled {
     /// When to try again (`Retry-After`).
     pub retry_after: Duration,
-    /// `Some(n)` when this refusal should be audited: the first of its key in a
-    /// [`THROTTLED_AUDIT_WINDOW`], with `n` refusals of that key not audited since the
-    /// last row. `None`: counted, not written.
+    /// `Some(n)` when this refusal should be audited: the first of its key on this replica
+    /// in a [`THROTTLED_AUDIT_WINDOW`], with `n` refusals of that key not audited since
+    /// the last row. `None`: counted, not written.
     pub audit: Option<u32>,
 }
 
-/// Throttled attempts of one key write at most one audit row per window.
+/// Throttled attempts of one key write at most one audit row per window and replica.
 pub const THROTTLED_AUDIT_WINDOW: Duration = Duration::from_secs(60);
 
-/// Entries kept per table (sources, user names, known addresses); beyond it the oldest
-/// go first. At the cap the three tables take ≈ 15 MiB (see the memory test).
+/// Entries kept per in-memory table (refusals remembered, audit summaries); beyond it the
+/// oldest go first.
 pub const MAX_ENTRIES: usize = 50_000;
 
 /// Addresses remembered per user.
-const KNOWN_ADDRESSES_PER_USER: usize = 4;
+const KNOWN_ADDRESSES_PER_USER: u32 = 4;
 
 /// What a refused attempt waits when its only fault is that another attempt of the same
 /// key is still being checked.
 const IN_FLIGHT_WAIT: Duration = Duration::from_secs(1);
 
-/// Exponential back-off after failed sign-ins, per source address and per user name.
+/// How long an admitted attempt holds its keys at most: far longer than a password check
+/// (the hasher refuses work it cannot start soon), so only an attempt whose replica died
+/// while checking it lets its keys go this way.
+const IN_FLIGHT_LEASE: Duration = Duration::from_secs(30);
+
+/// Exponential back-off after failed sign-ins, per source address and per user name,
+/// kept in the database so that every replica counts the same failures.
 ///
 /// An attempt is admitted only while each of its keys is not blocked and has no other
-/// attempt in flight, so a burst of parallel guesses gets as many hashes as a patient
-/// attacker, and one key never holds more than one of the hasher's slots. An attempt that
-/// ends without a verdict (its request was dropped) counts as a failure.
+/// attempt in flight on any replica, so a burst of parallel guesses gets as many hashes
+/// as a patient attacker, however many replicas it is spread over, and one key never
+/// holds more than one of the hasher's slots. An attempt that ends without a verdict (its
+/// request was dropped) counts as a failure.
 ///
 /// The user key is a digest of whatever name was typed, known or not, so a throttled
 /// unknown name looks exactly like a throttled real one; it is not consulted from an
 /// address where that name signed in within [`ThrottlePolicy::known_address_ttl`].
 /// Success clears nothing: an attacker cannot reset a count by signing in to their own
-/// account. State is in memory, per process, in tables of at most [`MAX_ENTRIES`].
+/// account. Each replica remembers the blocks the database reported until they end (a
+/// block never shortens), so a flood of refused attempts costs no query, and keeps the
+/// audit summaries of its own refusals; both tables hold at most [`MAX_ENTRIES`].
 #[derive(Debug)]
 pub struct SignInThrottle {
     policy: ThrottlePolicy,
-    /// What [`Millis`] count from.
-    epoch: Instant,
-    state: Mutex<State>,
+    store: Store,
+    memory: Mutex<Memory>,
 }
 
 #[derive(Debug, Default)]
-struct State {
-    sources: Failures<SourceKey>,
-    users: Failures<NameKey>,
-    known: HashMap<NameKey, KnownAddresses>,
+struct Memory {
+    /// Blocks the database reported, until when (milliseconds since the epoch).
+    blocked: HashMap<Blocked, i64>,
+    /// This replica's refusals per blocking key, for their audit rows.
+    audits: HashMap<Key, Audit>,
+}
+
+/// What a remembered block refuses: every attempt from a source, or a name's attempts
+/// from one source (from another, the name may be at a known address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Blocked {
+    Source(SourceKey),
+    NameFrom(NameKey, SourceKey),
+}
+
+/// A throttled key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Key {
+    Source(SourceKey),
+    Name(NameKey),
+}
+
+impl Key {
+    /// The key as the database holds it: `s:` or `u:` and 32 hex digits.
+    fn column(self) -> String {
+        let (kind, bytes) = match self {
+            Key::Source(SourceKey(bytes)) => ("s:", bytes),
+            Key::Name(NameKey(bytes)) => ("u:", bytes),
+        };
+        let mut text = String::with_capacity(34);
+        text.push_str(kind);
+        for byte in bytes {
+            text.push_str(&format!("{byte:02x}"));
+        }
+        text
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Audit {
+    last_audited_ms: i64,
+    /// Refusals since the last audited one.
+    unaudited: u32,
 }
 
 /// A source address as throttled, as 16 bytes: IPv4 (also when IPv4-mapped) as its
@@ -113,32 +163,7 @@ impl SourceKey {
     }
 }
 
-/// An instant as milliseconds since the throttle was made, counted from 1: 8 bytes where
-/// `Instant` takes 16, in tables of up to [`MAX_ENTRIES`] rows. [`Millis::NEVER`] (0)
-/// marks an empty slot or an event that has not happened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-struct Millis(u64);
-
-impl Millis {
-    const NEVER: Millis = Millis(0);
-
-    fn since(self, earlier: Millis) -> Duration {
-        Duration::from_millis(self.0.saturating_sub(earlier.0))
-    }
-
-    fn until(self, later: Millis) -> Duration {
-        later.since(self)
-    }
-
-    fn after(self, delay: Duration) -> Millis {
-        Millis(
-            self.0
-                .saturating_add(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)),
-        )
-    }
-}
-
-/// 128 bits of SHA-256 over the typed name: names of any length cost the same memory.
+/// 128 bits of SHA-256 over the typed name: names of any length cost the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct NameKey([u8; 16]);
 
@@ -151,322 +176,371 @@ impl NameKey {
     }
 }
 
+/// One admitted attempt, holding its keys in the database: report its verdict with
+/// [`Attempt::succeeded`], [`Attempt::failed`] or [`Attempt::unchecked`]; dropped without
+/// one, it counts as failed.
 #[derive(Debug)]
-struct Failures<K> {
-    entries: HashMap<K, Entry>,
-}
-
-impl<K> Default for Failures<K> {
-    fn default() -> Self {
-        Self {
-            entries: HashMap::new(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    count: u32,
-    in_flight: u32,
-    last: Millis,
-    blocked_until: Millis,
-    /// Refusals since the last audited one.
-    unaudited: u32,
-    last_audited: Millis,
-}
-
-/// A user's last [`KNOWN_ADDRESSES_PER_USER`] addresses of a successful sign-in, with
-/// when (`Millis::NEVER`: an empty slot).
-#[derive(Debug, Clone, Copy, Default)]
-struct KnownAddresses {
-    sources: [SourceKey; KNOWN_ADDRESSES_PER_USER],
-    seen: [Millis; KNOWN_ADDRESSES_PER_USER],
-}
-
-impl KnownAddresses {
-    fn contains(&self, source: SourceKey, now: Millis, ttl: Duration) -> bool {
-        self.sources
-            .iter()
-            .zip(self.seen)
-            .any(|(known, seen)| *known == source && seen != Millis::NEVER && now.since(seen) < ttl)
-    }
-
-    /// Remembers `source` as seen `now`, in its own slot, else the least recently seen
-    /// (an empty one first).
-    fn remember(&mut self, source: SourceKey, now: Millis) {
-        let slot = (0..KNOWN_ADDRESSES_PER_USER)
-            .find(|&i| self.seen[i] != Millis::NEVER && self.sources[i] == source)
-            .or_else(|| (0..KNOWN_ADDRESSES_PER_USER).min_by_key(|&i| self.seen[i]))
-            .unwrap_or(0);
-        self.sources[slot] = source;
-        self.seen[slot] = now;
-    }
-
-    fn last_seen(&self) -> Option<Millis> {
-        self.seen.iter().copied().max()
-    }
-}
-
-/// One admitted attempt: report its verdict with [`Attempt::succeeded`] or
-/// [`Attempt::failed`]; dropped without one, it counts as failed.
-#[derive(Debug)]
-pub struct Attempt<'a> {
-    throttle: &'a SignInThrottle,
-    source: SourceKey,
-    /// `None` when the user key is not consulted (a known address).
-    user: Option<NameKey>,
-    name: NameKey,
+pub struct Attempt {
+    store: Store,
+    policy: ThrottlePolicy,
+    source: String,
+    name: String,
+    /// Whether the name's key is held (false: a known address).
+    name_held: bool,
     /// When it was admitted; its verdict is recorded as of then.
-    at: Millis,
+    at: OffsetDateTime,
     finished: bool,
 }
 
-impl Attempt<'_> {
+impl Attempt {
     /// The password was right: the source becomes one of the user's known addresses.
-    pub fn succeeded(mut self) {
+    pub async fn succeeded(mut self) {
         self.finished = true;
-        let now = self.at;
-        let mut state = self.throttle.lock();
-        state.sources.finish(&self.source);
-        if let Some(user) = &self.user {
-            state.users.finish(user);
-        }
-        if !state.known.contains_key(&self.name) && state.known.len() >= MAX_ENTRIES {
-            let ttl = self.throttle.policy.known_address_ttl;
-            evict_oldest(&mut state.known, now, ttl, |k| k.last_seen());
-        }
-        state
-            .known
-            .entry(self.name)
-            .or_default()
-            .remember(self.source, now);
+        let keys = SignInKeys {
+            source: &self.source,
+            name: &self.name,
+        };
+        let released = self
+            .store
+            .release_sign_in(&self.held(), Some(keys), KNOWN_ADDRESSES_PER_USER, self.at)
+            .await;
+        log_failure(released);
     }
 
     /// Nothing was checked (the hasher was busy, the store failed, the new password was
     /// refused before the old one was checked): the attempt counts neither way.
-    pub fn unchecked(mut self) {
+    pub async fn unchecked(mut self) {
         self.finished = true;
-        let mut state = self.throttle.lock();
-        state.sources.finish(&self.source);
-        if let Some(user) = &self.user {
-            state.users.finish(user);
-        }
+        let released = self
+            .store
+            .release_sign_in(&self.held(), None, KNOWN_ADDRESSES_PER_USER, self.at)
+            .await;
+        log_failure(released);
     }
 
     /// The password was wrong (or the user unknown or disabled).
-    pub fn failed(mut self) {
+    pub async fn failed(mut self) {
         self.finished = true;
-        self.record_failure();
+        let counted = self
+            .store
+            .count_sign_in_failure(&self.failures(), self.at)
+            .await;
+        log_failure(counted);
     }
 
-    fn record_failure(&self) {
-        let now = self.at;
-        let policy = &self.throttle.policy;
-        let mut state = self.throttle.lock();
-        state.sources.finish(&self.source);
-        state
-            .sources
-            .fail(self.source, now, policy, policy.free_failures);
-        if let Some(user) = self.user {
-            state.users.finish(&user);
-            state
-                .users
-                .fail(user, now, policy, policy.free_failures_per_user);
+    fn held(&self) -> Vec<&str> {
+        let mut held = vec![self.source.as_str()];
+        if self.name_held {
+            held.push(&self.name);
         }
+        held
+    }
+
+    fn failures(&self) -> Vec<(&str, BackoffRule)> {
+        let mut failures = vec![(self.source.as_str(), self.policy.source_rule())];
+        if self.name_held {
+            failures.push((&self.name, self.policy.name_rule()));
+        }
+        failures
     }
 }
 
-impl Drop for Attempt<'_> {
+impl Drop for Attempt {
     fn drop(&mut self) {
-        if !self.finished {
-            self.record_failure();
+        if self.finished {
+            return;
+        }
+        // Without a runtime (the process is ending) the lease lets the keys go instead.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = self.store.clone();
+        let failures: Vec<(String, BackoffRule)> = self
+            .failures()
+            .into_iter()
+            .map(|(key, rule)| (key.to_owned(), rule))
+            .collect();
+        let at = self.at;
+        runtime.spawn(async move {
+            let failures: Vec<(&str, BackoffRule)> = failures
+                .iter()
+                .map(|(key, rule)| (key.as_str(), *rule))
+                .collect();
+            log_failure(store.count_sign_in_failure(&failures, at).await);
+        });
+    }
+}
+
+fn log_failure(result: Result<(), StoreError>) {
+    if let Err(error) = result {
+        tracing::error!(%error, "the sign-in back-off could not be recorded");
+    }
+}
+
+impl ThrottlePolicy {
+    fn source_rule(&self) -> BackoffRule {
+        BackoffRule {
+            free_failures: self.free_failures,
+            base_delay: self.base_delay,
+            max_delay: self.max_delay,
+            forget_after: self.forget_after,
+        }
+    }
+
+    fn name_rule(&self) -> BackoffRule {
+        BackoffRule {
+            free_failures: self.free_failures_per_user,
+            ..self.source_rule()
         }
     }
 }
 
 impl SignInThrottle {
-    pub fn new(policy: ThrottlePolicy) -> Self {
+    /// A throttle whose state is in `store`.
+    pub fn new(policy: ThrottlePolicy, store: Store) -> Self {
         Self {
             policy,
-            epoch: Instant::now(),
-            state: Mutex::new(State::default()),
+            store,
+            memory: Mutex::new(Memory::default()),
         }
     }
 
     /// Admits one attempt for the typed `user` from `source` at `now`, or refuses it
     /// with how long to wait: while a key is blocked by its back-off, or while another
-    /// attempt of the same key is being checked.
-    pub fn admit(
+    /// attempt of the same key is being checked (on any replica).
+    ///
+    /// Errors: [`StoreError`] when the database cannot be read or written.
+    pub async fn admit(
         &self,
         user: &str,
         source: IpAddr,
-        now: Instant,
-    ) -> Result<Attempt<'_>, Throttled> {
-        let now = Millis(
-            u64::try_from(now.saturating_duration_since(self.epoch).as_millis())
-                .unwrap_or(u64::MAX - 1)
-                + 1,
-        );
+        now: OffsetDateTime,
+    ) -> Result<Result<Attempt, Throttled>, StoreError> {
+        let now_ms = millis(now);
         let source = SourceKey::of(source);
         let name = NameKey::of(user);
-        let mut state = self.lock();
-        let known = state
-            .known
-            .get(&name)
-            .is_some_and(|k| k.contains(source, now, self.policy.known_address_ttl));
-        let user = (!known).then_some(name);
-        let source_wait = state.sources.wait(&source, now);
-        let user_wait = user.map_or(Duration::ZERO, |u| state.users.wait(&u, now));
-        if !source_wait.is_zero() || !user_wait.is_zero() {
-            // The key that blocks for longer carries the refusal's audit summary.
-            let audit = if source_wait >= user_wait {
-                state.sources.refused(&source, now)
-            } else {
-                state.users.refused(&name, now)
+        if let Some(refused) = self.memory().remembered_refusal(source, name, now_ms) {
+            return Ok(Err(refused));
+        }
+        let (source_column, name_column) = (Key::Source(source).column(), Key::Name(name).column());
+        let keys = SignInKeys {
+            source: &source_column,
+            name: &name_column,
+        };
+        let claim = self
+            .store
+            .claim_sign_in(
+                keys,
+                now,
+                now + IN_FLIGHT_LEASE,
+                now - self.policy.known_address_ttl,
+            )
+            .await?;
+        let (source_row, name_row) = match claim {
+            SignInClaim::Claimed { name_held } => {
+                return Ok(Ok(Attempt {
+                    store: self.store.clone(),
+                    policy: self.policy,
+                    source: source_column,
+                    name: name_column,
+                    name_held,
+                    at: now,
+                    finished: false,
+                }));
+            }
+            SignInClaim::Refused { source, name } => (source, name),
+        };
+        let source_refusal = Refusal::of(source_row, now_ms);
+        let name_refusal = Refusal::of(name_row, now_ms);
+        // The key that refuses for longer carries the refusal's audit summary.
+        let (key, refusal) = if source_refusal.wait_ms >= name_refusal.wait_ms {
+            (Key::Source(source), source_refusal)
+        } else {
+            (Key::Name(name), name_refusal)
+        };
+        let mut memory = self.memory();
+        if refusal.blocked {
+            let blocked = match key {
+                Key::Source(source) => Blocked::Source(source),
+                Key::Name(name) => Blocked::NameFrom(name, source),
             };
-            return Err(Throttled {
-                retry_after: source_wait.max(user_wait),
-                audit,
-            });
+            memory.remember_block(blocked, now_ms + refusal.wait_ms, now_ms);
         }
-        state.sources.begin(source, now, &self.policy);
-        if let Some(user) = user {
-            state.users.begin(user, now, &self.policy);
-        }
-        Ok(Attempt {
-            throttle: self,
-            source,
-            user,
-            name,
-            at: now,
-            finished: false,
-        })
+        let audit = memory.refused(key, now_ms);
+        let wait_ms = match refusal.wait_ms {
+            0 => duration_ms(IN_FLIGHT_WAIT),
+            wait => wait,
+        };
+        Ok(Err(Throttled {
+            retry_after: Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0)),
+            audit,
+        }))
     }
 
-    /// Entries held now in the source, user-name and known-address tables.
-    pub fn entries(&self) -> (usize, usize, usize) {
-        let state = self.lock();
-        (
-            state.sources.entries.len(),
-            state.users.entries.len(),
-            state.known.len(),
-        )
+    /// Entries held now in this replica's tables of remembered blocks and audit
+    /// summaries.
+    pub fn entries(&self) -> (usize, usize) {
+        let memory = self.memory();
+        (memory.blocked.len(), memory.audits.len())
     }
 
-    /// Bytes the three tables have allocated: each slot of a table holds one key, one
-    /// value and one control byte.
-    pub fn table_bytes(&self) -> usize {
-        fn bytes<K, V>(table: &HashMap<K, V>) -> usize {
-            table.capacity() * (std::mem::size_of::<(K, V)>() + 1)
-        }
-        let state = self.lock();
-        bytes(&state.sources.entries) + bytes(&state.users.entries) + bytes(&state.known)
+    /// Deletes the database's rows that no longer count at `now`: keys without a failure
+    /// for [`ThrottlePolicy::forget_after`] that are neither blocked nor held, and known
+    /// addresses older than [`ThrottlePolicy::known_address_ttl`]. Any replica may run it
+    /// (every few minutes). Returns how many rows went.
+    ///
+    /// Errors: [`StoreError`].
+    pub async fn prune(&self, now: OffsetDateTime) -> Result<u64, StoreError> {
+        self.store
+            .prune_sign_in_backoff(
+                now,
+                now - self.policy.forget_after,
+                now - self.policy.known_address_ttl,
+            )
+            .await
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state
+    fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
+        self.memory
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
-impl<K: Eq + Hash + Copy> Failures<K> {
-    /// How long `key` must wait at `now` before an attempt is admitted.
-    fn wait(&self, key: &K, now: Millis) -> Duration {
-        self.entries.get(key).map_or(Duration::ZERO, |e| {
-            let blocked = now.until(e.blocked_until);
-            if blocked.is_zero() && e.in_flight > 0 {
-                IN_FLIGHT_WAIT
-            } else {
-                blocked
-            }
-        })
-    }
+/// What one key's row says about an attempt at a given instant.
+struct Refusal {
+    wait_ms: i64,
+    /// By its back-off (it will not end sooner), not by another attempt in flight.
+    blocked: bool,
+}
 
-    /// Counts a refusal of `key`; `Some(unaudited)` when it is the first in its window.
-    fn refused(&mut self, key: &K, now: Millis) -> Option<u32> {
-        let entry = self.entries.get_mut(key)?;
-        let due = entry.last_audited == Millis::NEVER
-            || now.since(entry.last_audited) >= THROTTLED_AUDIT_WINDOW;
-        if due {
-            let unaudited = std::mem::take(&mut entry.unaudited);
-            entry.last_audited = now;
-            Some(unaudited)
-        } else {
-            entry.unaudited = entry.unaudited.saturating_add(1);
-            None
-        }
-    }
-
-    fn begin(&mut self, key: K, now: Millis, policy: &ThrottlePolicy) {
-        if !self.entries.contains_key(&key) && self.entries.len() >= MAX_ENTRIES {
-            evict_oldest(&mut self.entries, now, policy.forget_after, |e| {
-                (e.in_flight == 0).then_some(e.last)
-            });
-        }
-        let entry = self.entries.entry(key).or_insert(Entry {
-            count: 0,
-            in_flight: 0,
-            last: now,
-            blocked_until: now,
-            unaudited: 0,
-            last_audited: Millis::NEVER,
-        });
-        entry.in_flight += 1;
-    }
-
-    fn finish(&mut self, key: &K) {
-        if let Some(entry) = self.entries.get_mut(key) {
-            entry.in_flight = entry.in_flight.saturating_sub(1);
-        }
-    }
-
-    fn fail(&mut self, key: K, now: Millis, policy: &ThrottlePolicy, free: u32) {
-        let Some(entry) = self.entries.get_mut(&key) else {
-            return;
+impl Refusal {
+    fn of(row: Option<BackoffState>, now_ms: i64) -> Self {
+        let Some(row) = row else {
+            return Refusal {
+                wait_ms: 0,
+                blocked: false,
+            };
         };
-        if now.since(entry.last) >= policy.forget_after {
-            entry.count = 0;
-        }
-        entry.count = entry.count.saturating_add(1);
-        entry.last = now;
-        if entry.count >= free {
-            let doublings = (entry.count - free).min(30);
-            let delay = policy
-                .base_delay
-                .saturating_mul(1 << doublings)
-                .min(policy.max_delay);
-            entry.blocked_until = now.after(delay);
+        let blocked_ms = millis(row.blocked_until) - now_ms;
+        if blocked_ms > 0 {
+            Refusal {
+                wait_ms: blocked_ms,
+                blocked: true,
+            }
+        } else if millis(row.in_flight_until) > now_ms {
+            Refusal {
+                wait_ms: duration_ms(IN_FLIGHT_WAIT),
+                blocked: false,
+            }
+        } else {
+            Refusal {
+                wait_ms: 0,
+                blocked: false,
+            }
         }
     }
 }
 
-/// Makes room in a full table: drops what was last seen `ttl` or more ago, then, if that
-/// freed less than a tenth, the least recently seen tenth. `seen` is `None` for an entry
-/// that must stay (an attempt of it is in flight). The table is then rebuilt at its
-/// size for [`MAX_ENTRIES`]: removals leave markers that would otherwise make it grow.
-fn evict_oldest<K: Eq + Hash + Copy, V>(
+impl Memory {
+    /// A refusal by a remembered block still running at `now_ms`, audited as such.
+    fn remembered_refusal(
+        &mut self,
+        source: SourceKey,
+        name: NameKey,
+        now_ms: i64,
+    ) -> Option<Throttled> {
+        let until = |blocked| {
+            self.blocked
+                .get(&blocked)
+                .copied()
+                .filter(|&until| until > now_ms)
+        };
+        let by_source = until(Blocked::Source(source)).map(|until| (Key::Source(source), until));
+        let by_name = until(Blocked::NameFrom(name, source)).map(|until| (Key::Name(name), until));
+        let (key, until) = match (by_source, by_name) {
+            (Some(s), Some(n)) => {
+                if s.1 >= n.1 {
+                    s
+                } else {
+                    n
+                }
+            }
+            (one, other) => one.or(other)?,
+        };
+        Some(Throttled {
+            retry_after: Duration::from_millis(u64::try_from(until - now_ms).unwrap_or(0)),
+            audit: self.refused(key, now_ms),
+        })
+    }
+
+    fn remember_block(&mut self, blocked: Blocked, until_ms: i64, now_ms: i64) {
+        if !self.blocked.contains_key(&blocked) {
+            make_room(&mut self.blocked, |&until| until <= now_ms, |&until| until);
+        }
+        let until = self.blocked.entry(blocked).or_insert(until_ms);
+        *until = (*until).max(until_ms);
+    }
+
+    /// Counts a refusal of `key`; `Some(unaudited)` when it is the first in its window.
+    fn refused(&mut self, key: Key, now_ms: i64) -> Option<u32> {
+        let window = duration_ms(THROTTLED_AUDIT_WINDOW);
+        if !self.audits.contains_key(&key) {
+            make_room(
+                &mut self.audits,
+                |audit| now_ms - audit.last_audited_ms >= window,
+                |audit| audit.last_audited_ms,
+            );
+            self.audits.insert(
+                key,
+                Audit {
+                    last_audited_ms: now_ms,
+                    unaudited: 0,
+                },
+            );
+            return Some(0);
+        }
+        let audit = self.audits.get_mut(&key)?;
+        if now_ms - audit.last_audited_ms >= window {
+            audit.last_audited_ms = now_ms;
+            Some(std::mem::take(&mut audit.unaudited))
+        } else {
+            audit.unaudited = audit.unaudited.saturating_add(1);
+            None
+        }
+    }
+}
+
+/// Makes room for one more entry in a full table: drops the entries that no longer
+/// matter, then, if that freed less than a tenth, the tenth that is oldest by `age`.
+/// The table is then rebuilt at its size for [`MAX_ENTRIES`]: removals leave markers
+/// that would otherwise make it grow.
+fn make_room<K: Eq + Hash + Copy, V>(
     table: &mut HashMap<K, V>,
-    now: Millis,
-    ttl: Duration,
-    seen: impl Fn(&V) -> Option<Millis>,
+    spent: impl Fn(&V) -> bool,
+    age: impl Fn(&V) -> i64,
 ) {
-    table.retain(|_, v| seen(v).is_none_or(|at| now.since(at) < ttl));
+    if table.len() < MAX_ENTRIES {
+        return;
+    }
+    table.retain(|_, v| !spent(v));
     let tenth = MAX_ENTRIES / 10;
     if table.len() + tenth > MAX_ENTRIES {
-        let mut ages: Vec<(Millis, K)> = table
-            .iter()
-            .filter_map(|(k, v)| seen(v).map(|at| (at, *k)))
-            .collect();
-        let cut = tenth.min(ages.len());
-        if cut > 0 {
-            ages.select_nth_unstable_by_key(cut - 1, |(at, _)| *at);
-            for (_, key) in &ages[..cut] {
-                table.remove(key);
-            }
+        let mut ages: Vec<(i64, K)> = table.iter().map(|(k, v)| (age(v), *k)).collect();
+        ages.select_nth_unstable_by_key(tenth - 1, |(at, _)| *at);
+        for (_, key) in &ages[..tenth] {
+            table.remove(key);
         }
     }
     table.shrink_to(MAX_ENTRIES);
+}
+
+fn millis(at: OffsetDateTime) -> i64 {
+    i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
+}
+
+fn duration_ms(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]
@@ -476,160 +550,258 @@ mod tests {
     const IP: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
     const OTHER_IP: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
 
-    fn fail(throttle: &SignInThrottle, user: &str, source: IpAddr, now: Instant) {
-        throttle.admit(user, source, now).unwrap().failed();
+    /// A whole second, so that waits computed from stored milliseconds are exact.
+    fn t0() -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap()
     }
 
-    #[test]
-    fn five_failures_from_a_source_are_free_then_delays_double_up_to_the_cap() {
-        let throttle = SignInThrottle::new(ThrottlePolicy::default());
-        let t0 = Instant::now();
-        for _ in 0..4 {
-            fail(&throttle, "alice", IP, t0);
+    async fn store(dir: &tempfile::TempDir) -> Store {
+        Store::open(&format!("sqlite://{}/throttle.db", dir.path().display()))
+            .await
+            .unwrap()
+    }
+
+    async fn throttle(dir: &tempfile::TempDir, policy: ThrottlePolicy) -> SignInThrottle {
+        SignInThrottle::new(policy, store(dir).await)
+    }
+
+    async fn admit(
+        throttle: &SignInThrottle,
+        user: &str,
+        source: IpAddr,
+        now: OffsetDateTime,
+    ) -> Result<Attempt, Throttled> {
+        throttle.admit(user, source, now).await.unwrap()
+    }
+
+    async fn fail(throttle: &SignInThrottle, user: &str, source: IpAddr, now: OffsetDateTime) {
+        admit(throttle, user, source, now)
+            .await
+            .unwrap()
+            .failed()
+            .await;
+    }
+
+    #[tokio::test]
+    async fn five_failures_from_a_source_are_free_then_delays_double_up_to_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let throttle = throttle(&dir, ThrottlePolicy::default()).await;
+        let t0 = t0();
+        for _ in 0..5 {
+            fail(&throttle, "alice", IP, t0).await;
         }
-        fail(&throttle, "alice", IP, t0);
         let mut delay = Duration::from_secs(1);
-        assert_eq!(
-            throttle.admit("alice", IP, t0).unwrap_err().retry_after,
-            delay
-        );
+        let refused = admit(&throttle, "alice", IP, t0).await.unwrap_err();
+        assert_eq!(refused.retry_after, delay);
         let mut at = t0;
         for _ in 0..12 {
             at += delay;
-            fail(&throttle, "alice", IP, at);
+            fail(&throttle, "alice", IP, at).await;
             delay = (delay * 2).min(Duration::from_secs(900));
-            assert_eq!(
-                throttle.admit("alice", IP, at).unwrap_err().retry_after,
-                delay
-            );
+            let refused = admit(&throttle, "alice", IP, at).await.unwrap_err();
+            assert_eq!(refused.retry_after, delay);
         }
-        assert!(throttle.admit("alice", IP, at + delay).is_ok());
+        assert!(admit(&throttle, "alice", IP, at + delay).await.is_ok());
     }
 
-    #[test]
-    fn one_attempt_per_key_is_in_flight_and_a_dropped_one_is_a_failure() {
-        let throttle = SignInThrottle::new(ThrottlePolicy::default());
-        let now = Instant::now();
-        let first = throttle.admit("alice", IP, now).unwrap();
-        let second = throttle.admit("alice", IP, now).unwrap_err();
+    #[tokio::test]
+    async fn one_attempt_per_key_is_in_flight_and_a_dropped_one_is_a_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let throttle = throttle(&dir, ThrottlePolicy::default()).await;
+        let now = t0();
+        let first = admit(&throttle, "alice", IP, now).await.unwrap();
+        let second = admit(&throttle, "alice", IP, now).await.unwrap_err();
         assert_eq!(second.retry_after, IN_FLIGHT_WAIT);
         // Another source for a name with an attempt in flight waits too.
-        assert!(throttle.admit("alice", OTHER_IP, now).is_err());
+        assert!(admit(&throttle, "alice", OTHER_IP, now).await.is_err());
         drop(first);
+        let source = Key::Source(SourceKey::of(IP)).column();
+        let mut counted = None;
+        for _ in 0..100 {
+            counted = throttle.store.sign_in_backoff(&source).await.unwrap();
+            if counted.is_some_and(|row| row.failures == 1) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(counted.map(|row| row.failures), Some(1), "{counted:?}");
         for _ in 0..4 {
-            fail(&throttle, "alice", IP, now);
+            fail(&throttle, "alice", IP, now).await;
         }
         assert!(
-            throttle.admit("alice", IP, now).is_err(),
+            admit(&throttle, "alice", IP, now).await.is_err(),
             "the dropped attempt was the first of five failures"
         );
     }
 
-    #[test]
-    fn a_known_address_escapes_the_users_ceiling_but_not_its_own_back_off() {
+    #[tokio::test]
+    async fn a_known_address_escapes_the_users_ceiling_but_not_its_own_back_off() {
+        let dir = tempfile::tempdir().unwrap();
         let policy = ThrottlePolicy {
             free_failures_per_user: 10,
             ..ThrottlePolicy::default()
         };
-        let throttle = SignInThrottle::new(policy);
-        let now = Instant::now();
-        throttle.admit("admin", IP, now).unwrap().succeeded();
+        let throttle = throttle(&dir, policy).await;
+        let now = t0();
+        admit(&throttle, "admin", IP, now)
+            .await
+            .unwrap()
+            .succeeded()
+            .await;
         // An attacker elsewhere, from many addresses, reaches the user's ceiling.
         for i in 0..10u8 {
-            fail(&throttle, "admin", IpAddr::from([10, 0, 0, i]), now);
+            fail(&throttle, "admin", IpAddr::from([10, 0, 0, i]), now).await;
         }
         assert!(
-            throttle
-                .admit("admin", IpAddr::from([10, 0, 1, 1]), now)
+            admit(&throttle, "admin", IpAddr::from([10, 0, 1, 1]), now)
+                .await
                 .is_err(),
             "a new address waits"
         );
-        let usual = throttle.admit("admin", IP, now);
+        let usual = admit(&throttle, "admin", IP, now).await;
         assert!(usual.is_ok(), "the person's usual address does not");
-        usual.unwrap().succeeded();
+        usual.unwrap().succeeded().await;
         // At the usual address, the address's own back-off still applies.
         for _ in 0..5 {
-            fail(&throttle, "admin", IP, now);
+            fail(&throttle, "admin", IP, now).await;
         }
-        assert!(throttle.admit("admin", IP, now).is_err());
+        assert!(admit(&throttle, "admin", IP, now).await.is_err());
     }
 
-    #[test]
-    fn a_source_is_blocked_for_every_name_and_ipv6_counts_by_64() {
-        let throttle = SignInThrottle::new(ThrottlePolicy::default());
-        let now = Instant::now();
+    #[tokio::test]
+    async fn a_source_is_blocked_for_every_name_and_ipv6_counts_by_64() {
         use std::net::Ipv6Addr;
+        let dir = tempfile::tempdir().unwrap();
+        let throttle = throttle(&dir, ThrottlePolicy::default()).await;
+        let now = t0();
         let host = |last: u16| IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, last));
         for i in 0..5 {
-            fail(&throttle, &format!("user{i}"), host(i), now);
+            fail(&throttle, &format!("user{i}"), host(i), now).await;
         }
-        assert!(throttle.admit("someone", host(99), now).is_err());
+        assert!(admit(&throttle, "someone", host(99), now).await.is_err());
         let other_64 = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 2, 0, 0, 0, 1));
-        assert!(throttle.admit("someone", other_64, now).is_ok());
+        assert!(admit(&throttle, "someone", other_64, now).await.is_ok());
         let mapped = IpAddr::V6(std::net::Ipv4Addr::LOCALHOST.to_ipv6_mapped());
         for i in 0..5 {
-            fail(&throttle, &format!("v4user{i}"), IP, now);
+            fail(&throttle, &format!("v4user{i}"), IP, now).await;
         }
         assert!(
-            throttle.admit("x", mapped, now).is_err(),
+            admit(&throttle, "x", mapped, now).await.is_err(),
             "IPv4-mapped is IPv4"
         );
     }
 
-    #[test]
-    fn failures_are_forgotten_after_a_quiet_hour() {
-        let throttle = SignInThrottle::new(ThrottlePolicy::default());
-        let t0 = Instant::now();
+    #[tokio::test]
+    async fn failures_are_forgotten_after_a_quiet_hour_and_pruned() {
+        let dir = tempfile::tempdir().unwrap();
+        let throttle = throttle(&dir, ThrottlePolicy::default()).await;
+        let t0 = t0();
         for _ in 0..4 {
-            fail(&throttle, "carol", IP, t0);
+            fail(&throttle, "carol", IP, t0).await;
         }
         let later = t0 + Duration::from_secs(3601);
-        fail(&throttle, "carol", IP, later);
-        assert!(throttle.admit("carol", IP, later).is_ok());
+        fail(&throttle, "carol", IP, later).await;
+        let admitted = admit(&throttle, "carol", IP, later).await;
+        admitted.expect("the count started over").unchecked().await;
+        let source = Key::Source(SourceKey::of(IP)).column();
+        let much_later = later + Duration::from_secs(3601);
+        assert_eq!(
+            throttle.prune(much_later).await.unwrap(),
+            2,
+            "source and name"
+        );
+        assert_eq!(throttle.store.sign_in_backoff(&source).await.unwrap(), None);
     }
 
-    #[test]
-    fn refusals_are_audited_once_per_key_and_window() {
-        let throttle = SignInThrottle::new(ThrottlePolicy {
-            base_delay: Duration::from_secs(600),
-            ..ThrottlePolicy::default()
-        });
-        let now = Instant::now();
+    #[tokio::test]
+    async fn refusals_are_audited_once_per_key_and_window_and_remembered_blocks_need_no_query() {
+        let dir = tempfile::tempdir().unwrap();
+        let throttle = throttle(
+            &dir,
+            ThrottlePolicy {
+                base_delay: Duration::from_secs(600),
+                ..ThrottlePolicy::default()
+            },
+        )
+        .await;
+        let now = t0();
         for _ in 0..5 {
-            fail(&throttle, "dave", IP, now);
+            fail(&throttle, "dave", IP, now).await;
         }
-        assert_eq!(throttle.admit("dave", IP, now).unwrap_err().audit, Some(0));
+        assert_eq!(
+            admit(&throttle, "dave", IP, now).await.unwrap_err().audit,
+            Some(0)
+        );
+        // The block is remembered: refusals go on with the database gone.
+        throttle.store.close().await;
+        std::fs::remove_dir_all(dir.path()).unwrap();
         for _ in 0..3 {
-            assert_eq!(throttle.admit("dave", IP, now).unwrap_err().audit, None);
+            assert_eq!(
+                admit(&throttle, "dave", IP, now).await.unwrap_err().audit,
+                None
+            );
         }
         let next_window = now + THROTTLED_AUDIT_WINDOW;
         assert_eq!(
-            throttle.admit("dave", IP, next_window).unwrap_err().audit,
+            admit(&throttle, "dave", IP, next_window)
+                .await
+                .unwrap_err()
+                .audit,
             Some(3)
         );
+        assert!(
+            throttle.admit("dave", OTHER_IP, now).await.is_err(),
+            "another source is not blocked: it needs the database"
+        );
+    }
+
+    #[tokio::test]
+    async fn replicas_on_one_database_count_the_same_failures_and_share_the_in_flight_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let (one, other) = (
+            throttle(&dir, ThrottlePolicy::default()).await,
+            throttle(&dir, ThrottlePolicy::default()).await,
+        );
+        let now = t0();
+        let checking = admit(&one, "erin", IP, now).await.unwrap();
+        let refused = admit(&other, "erin", OTHER_IP, now).await.unwrap_err();
+        assert_eq!(refused.retry_after, IN_FLIGHT_WAIT, "the name is in flight");
+        checking.failed().await;
+        for i in 1..5 {
+            let replica = if i % 2 == 0 { &one } else { &other };
+            fail(replica, "erin", IP, now).await;
+        }
+        for replica in [&one, &other] {
+            let refused = admit(replica, "erin", IP, now).await.unwrap_err();
+            assert_eq!(refused.retry_after, Duration::from_secs(1));
+        }
     }
 
     #[test]
     fn memory_stays_bounded_under_distinct_names_and_addresses() {
-        let throttle = SignInThrottle::new(ThrottlePolicy::default());
-        let now = Instant::now();
-        let long_name = "x".repeat(16 * 1024);
+        let mut memory = Memory::default();
+        let now = millis(t0());
         for i in 0..100_000u32 {
-            let source = IpAddr::V6(std::net::Ipv6Addr::from_bits(u128::from(i) << 64));
-            let name = format!("{long_name}{i}");
-            let attempt = throttle.admit(&name, source, now).unwrap();
-            if i % 2 == 0 {
-                attempt.failed();
-            } else {
-                attempt.succeeded();
-            }
+            let source = SourceKey::of(IpAddr::V6(std::net::Ipv6Addr::from_bits(
+                u128::from(i) << 64,
+            )));
+            let name = NameKey::of(&format!("user{i}"));
+            memory.remember_block(Blocked::NameFrom(name, source), now + 1000, now);
+            memory.refused(Key::Name(name), now);
+            memory.remember_block(Blocked::Source(source), now + 1000, now);
+            memory.refused(Key::Source(source), now);
         }
-        let (sources, users, known) = throttle.entries();
-        assert!(sources <= MAX_ENTRIES, "{sources}");
-        assert!(users <= MAX_ENTRIES, "{users}");
-        assert!(known <= MAX_ENTRIES, "{known}");
-        let bytes = throttle.table_bytes();
-        eprintln!("throttle tables after 100,000 names and addresses: {bytes} bytes");
-        assert!(bytes <= 16 << 20, "{bytes} bytes");
+        assert!(
+            memory.blocked.len() <= MAX_ENTRIES,
+            "{}",
+            memory.blocked.len()
+        );
+        assert!(
+            memory.audits.len() <= MAX_ENTRIES,
+            "{}",
+            memory.audits.len()
+        );
+        assert!(memory.blocked.capacity() < 2 * MAX_ENTRIES);
+        assert!(memory.audits.capacity() < 2 * MAX_ENTRIES);
     }
 }

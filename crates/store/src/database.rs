@@ -349,6 +349,18 @@ impl WriteTurn {
         }
     }
 
+    /// Starts a transaction on this turn's connection; on SQLite it takes the write lock
+    /// up front (`BEGIN IMMEDIATE`), as [`Store::begin_write`] does.
+    pub(crate) async fn begin(&mut self) -> Result<sqlx::Transaction<'_, Any>, StoreError> {
+        let sqlite = matches!(self.held, Held::Sqlite(_));
+        let conn = self.connection();
+        Ok(if sqlite {
+            sqlx::Connection::begin_with(conn, "BEGIN IMMEDIATE").await?
+        } else {
+            sqlx::Connection::begin(conn).await?
+        })
+    }
+
     /// The write finished: the connection is used again.
     pub(crate) fn keep(mut self) {
         self.kept = true;

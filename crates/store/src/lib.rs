@@ -1,5 +1,5 @@
-//! The console's own state in SQL: users, credentials, audit events, browser sessions and
-//! the OIDC issuer's keys, codes and refresh tokens.
+//! The console's own state in SQL: users, credentials, audit events, browser sessions, the
+//! failed-sign-in back-off and the OIDC issuer's keys, codes and refresh tokens.
 //!
 //! One set of queries serves SQLite (the embedded default) and PostgreSQL (for more than
 //! one replica) through sqlx's `Any` driver; only the migrations differ per backend.
@@ -11,6 +11,7 @@ mod audit;
 mod database;
 mod oidc;
 mod sessions;
+mod sign_in_backoff;
 mod user_sessions;
 mod users;
 
@@ -21,5 +22,6 @@ pub use oidc::{
     SigningKeyRecord, StoredCode,
 };
 pub use sessions::SessionBackend;
+pub use sign_in_backoff::{BackoffRule, BackoffState, SignInClaim, SignInKeys};
 pub use user_sessions::UserSession;
 pub use users::{NewUser, UserPage, UserRecord};

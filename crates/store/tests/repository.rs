@@ -967,3 +967,112 @@ async fn a_user_is_created_with_its_audit_row_or_not_at_all() {
         assert_eq!(audit[0].action, "user.create");
     }
 }
+
+/// Two handles on one database, as two replicas have.
+async fn claims_of_one_key_are_exclusive_across_replicas(one: Store, other: Store) {
+    use banlieue_store::{BackoffRule, SignInClaim, SignInKeys};
+    let keys = SignInKeys {
+        source: "s:0000000000000000000000000000000a",
+        name: "u:0000000000000000000000000000000b",
+    };
+    let (now, lease) = (at(1_000_000), at(1_030_000));
+    let long_ago = at(0);
+    let mut racing = tokio::task::JoinSet::new();
+    for i in 0..20 {
+        let store = if i % 2 == 0 {
+            one.clone()
+        } else {
+            other.clone()
+        };
+        racing.spawn(async move { store.claim_sign_in(keys, now, lease, long_ago).await });
+    }
+    let claims = racing.join_all().await;
+    let won = claims
+        .iter()
+        .filter(|claim| matches!(claim, Ok(SignInClaim::Claimed { name_held: true })))
+        .count();
+    assert_eq!(won, 1, "{claims:?}");
+    assert!(claims.iter().all(Result::is_ok), "{claims:?}");
+
+    // The winner fails: both keys count it, the source's rule blocks after one free failure.
+    let rule = BackoffRule {
+        free_failures: 1,
+        base_delay: std::time::Duration::from_secs(2),
+        max_delay: std::time::Duration::from_secs(60),
+        forget_after: std::time::Duration::from_secs(3600),
+    };
+    let lenient = BackoffRule {
+        free_failures: 50,
+        ..rule
+    };
+    other
+        .count_sign_in_failure(&[(keys.source, rule), (keys.name, lenient)], now)
+        .await
+        .unwrap();
+    let source = one.sign_in_backoff(keys.source).await.unwrap().unwrap();
+    assert_eq!(source.failures, 1);
+    assert_eq!(source.blocked_until, at(1_002_000));
+    assert_eq!(source.in_flight_until, at(0), "released");
+    let refused = one
+        .claim_sign_in(keys, at(1_001_000), lease, long_ago)
+        .await;
+    assert!(
+        matches!(refused, Ok(SignInClaim::Refused { source: Some(s), name: Some(n) })
+            if s.blocked_until == at(1_002_000) && n.failures == 1),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        one.claim_sign_in(keys, at(1_002_000), lease, long_ago)
+            .await,
+        Ok(SignInClaim::Claimed { name_held: true })
+    ));
+    // A success at this source makes it known to the name: the name's key is not
+    // consulted from here any more; the newest `keep` addresses stay.
+    one.release_sign_in(&[keys.source, keys.name], Some(keys), 2, at(1_002_000))
+        .await
+        .unwrap();
+    assert!(matches!(
+        other
+            .claim_sign_in(keys, at(1_003_000), lease, long_ago)
+            .await,
+        Ok(SignInClaim::Claimed { name_held: false })
+    ));
+    other
+        .release_sign_in(&[keys.source], None, 2, now)
+        .await
+        .unwrap();
+    for (i, source) in ["s:1", "s:2"].into_iter().enumerate() {
+        let elsewhere = SignInKeys { source, ..keys };
+        one.release_sign_in(&[], Some(elsewhere), 2, at(1_004_000 + i as i64))
+            .await
+            .unwrap();
+    }
+    assert!(
+        matches!(
+            one.claim_sign_in(keys, at(1_005_000), lease, long_ago)
+                .await,
+            Ok(SignInClaim::Claimed { name_held: true })
+        ),
+        "the oldest of three known addresses was forgotten"
+    );
+    // Pruning keeps what still counts.
+    let pruned = one
+        .prune_sign_in_backoff(at(1_005_000), at(999_000), at(1_004_001))
+        .await
+        .unwrap();
+    assert_eq!(pruned, 1, "the known address s:1");
+}
+
+#[tokio::test]
+async fn sign_in_claims_are_exclusive_across_replicas() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/console.db", dir.path().display());
+    let one = Store::open(&url).await.unwrap();
+    let other = Store::open(&url).await.unwrap();
+    claims_of_one_key_are_exclusive_across_replicas(one, other).await;
+    if let Some(url) = banlieue_testbed::postgres::scratch_database("the store suite").await {
+        let one = Store::open(&url).await.unwrap();
+        let other = Store::open(&url).await.unwrap();
+        claims_of_one_key_are_exclusive_across_replicas(one, other).await;
+    }
+}
