@@ -530,6 +530,14 @@ async fn refresh_dies_with_disable_password_change_and_sign_out_everywhere() {
         .revoke_user_sessions(
             alice.id,
             OffsetDateTime::now_utc() + time::Duration::seconds(1),
+            &banlieue_store::AuditEvent::now(
+                "root",
+                "user.sessions-revoke",
+                "alice",
+                std::net::Ipv4Addr::LOCALHOST.into(),
+                "success",
+                "",
+            ),
         )
         .await
         .unwrap();
@@ -569,7 +577,17 @@ async fn a_remembered_refresh_token_still_sees_every_change() {
     ])
     .unwrap();
     store
-        .update_user(alice.id, alice.version, "Alice", "", &roles, now())
+        .update_user(
+            alice.id,
+            alice.version,
+            &banlieue_store::UserUpdate {
+                display_name: "Alice",
+                email: "",
+                roles: &roles,
+            },
+            now(),
+            &[],
+        )
         .await
         .unwrap();
     let (status, second) = fx.refresh(&refresh_token(&first)).await;

@@ -239,6 +239,14 @@ async fn the_real_api_server_verifies_our_tokens_follows_rotation_and_refuses_th
             alice.version,
             true,
             time::OffsetDateTime::now_utc(),
+            &banlieue_store::AuditEvent::now(
+                "root",
+                "user.disable",
+                "alice",
+                std::net::Ipv4Addr::LOCALHOST.into(),
+                "success",
+                "",
+            ),
         )
         .await
         .unwrap();

@@ -359,14 +359,22 @@ impl Accounts {
             return Err(ChangePasswordError::Unchanged);
         }
         let phc = self.hasher.hash(&new).await.map_err(busy_or_internal)?;
-        let updated = self.store.set_password(user.id, &phc, false, now).await?;
         // Every session dies with `not_before`; their rows go too (the caller opens a
         // fresh one for the browser that made the change).
-        self.store.delete_user_sessions(user.id).await?;
-        self.forget(user.id);
-        self.audit(name, "user.password-change", name, source, "success")
+        let changed = AuditEvent::now(name, "user.password-change", name, source, "success", "");
+        let updated = self
+            .store
+            .set_password(user.id, &phc, false, now, &changed)
             .await;
-        Ok(updated)
+        self.forget(user.id);
+        match &updated {
+            Ok(_) => self.audited(&changed),
+            Err(_) => {
+                self.audit(name, "user.password-change", name, source, "error")
+                    .await
+            }
+        }
+        Ok(updated?)
     }
 
     /// Creates the first admin, `admin` with role admin and must-change set, and returns

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use banlieue_domain::{BuiltinRole, NameError, Password, PasswordError, RoleName, Roles, UserName};
 use banlieue_store::{
-    AuditEvent, AuditPage, AuditQuery, NewUser, StoreError, UserPage, UserRecord,
+    AuditEvent, AuditPage, AuditQuery, NewUser, StoreError, UserPage, UserRecord, UserUpdate,
 };
 use time::OffsetDateTime;
 
@@ -177,26 +177,12 @@ impl Accounts {
             must_change_password: true,
         };
         // Written with the user, in its transaction; a refusal is audited on its own.
-        let created = AuditEvent::now(
-            actor.name(),
-            "user.create",
-            new.name.as_str(),
-            actor.source(),
-            "success",
-            "",
-        );
+        let created = success(actor, "user.create", new.name.as_str());
         let result = self
             .store()
             .create_user(&new, &phc, OffsetDateTime::now_utc(), &created)
             .await;
-        match &result {
-            Ok(_) => self.audited(&created),
-            Err(_) => {
-                self.audit_result(actor, "user.create", new.name.as_str(), &result)
-                    .await
-            }
-        }
-        Ok((result?, shown))
+        Ok((self.settle(actor, &[created], result).await?, shown))
     }
 
     /// Replaces display name, e-mail and roles, if the user is still at `version`.
@@ -230,10 +216,13 @@ impl Accounts {
             .update_user(
                 current.id,
                 current.version,
-                &current.display_name,
-                &current.email,
-                &roles,
+                &UserUpdate {
+                    display_name: &current.display_name,
+                    email: &current.email,
+                    roles: &roles,
+                },
                 OffsetDateTime::now_utc(),
+                &[],
             )
             .await;
         self.forget(current.id);
@@ -269,26 +258,29 @@ impl Accounts {
             .audited_grant(actor, "user.update", name, &profile.roles, &user.roles)
             .await?;
         check_profile(profile)?;
-        let role_change = roles != user.roles;
+        let mut events = vec![success(actor, "user.update", name)];
+        if roles != user.roles {
+            let listed: Vec<&str> = roles.iter().map(RoleName::as_str).collect();
+            let mut listing = success(actor, "user.roles", name);
+            listing.detail = listed.join(",");
+            events.push(listing);
+        }
         let result = self
             .store()
             .update_user(
                 user.id,
                 version,
-                profile.display_name.trim(),
-                profile.email.trim(),
-                &roles,
+                &UserUpdate {
+                    display_name: profile.display_name.trim(),
+                    email: profile.email.trim(),
+                    roles: &roles,
+                },
                 OffsetDateTime::now_utc(),
+                &events,
             )
             .await;
         self.forget(user.id);
-        self.audit_result(actor, "user.update", name, &result).await;
-        if role_change && result.is_ok() {
-            let listed: Vec<&str> = roles.iter().map(RoleName::as_str).collect();
-            self.audit_detail(actor, "user.roles", name, "success", &listed.join(","))
-                .await;
-        }
-        Ok(result?)
+        Ok(self.settle(actor, &events, result).await?)
     }
 
     /// Disables (ending every session at once) or enables the user.
@@ -300,18 +292,24 @@ impl Accounts {
         disabled: bool,
     ) -> Result<UserRecord, AdminError> {
         let user = self.user(actor, name).await?;
-        let result = self
-            .store()
-            .set_user_disabled(user.id, version, disabled, OffsetDateTime::now_utc())
-            .await;
-        self.forget(user.id);
         let action = if disabled {
             "user.disable"
         } else {
             "user.enable"
         };
-        self.audit_result(actor, action, name, &result).await;
-        Ok(result?)
+        let event = success(actor, action, name);
+        let result = self
+            .store()
+            .set_user_disabled(
+                user.id,
+                version,
+                disabled,
+                OffsetDateTime::now_utc(),
+                &event,
+            )
+            .await;
+        self.forget(user.id);
+        Ok(self.settle(actor, &[event], result).await?)
     }
 
     /// Sets a new password that must be changed at next sign-in, and ends the user's
@@ -329,31 +327,26 @@ impl Accounts {
             .hash(&password)
             .await
             .map_err(IdentityError::from)?;
-        let result = async {
-            self.store()
-                .set_password(user.id, &phc, true, OffsetDateTime::now_utc())
-                .await?;
-            self.store().delete_user_sessions(user.id).await
-        }
-        .await;
-        self.forget(user.id);
-        self.audit_result(actor, "user.password-set", name, &result)
+        let event = success(actor, "user.password-set", name);
+        let result = self
+            .store()
+            .set_password(user.id, &phc, true, OffsetDateTime::now_utc(), &event)
             .await;
-        result?;
+        self.forget(user.id);
+        self.settle(actor, &[event], result).await?;
         Ok(shown)
     }
 
     /// Ends every session and refresh token of the user.
     pub async fn revoke_user_sessions(&self, actor: &Actor, name: &str) -> Result<(), AdminError> {
         let user = self.user(actor, name).await?;
+        let event = success(actor, "user.sessions-revoke", name);
         let result = self
             .store()
-            .revoke_user_sessions(user.id, OffsetDateTime::now_utc())
+            .revoke_user_sessions(user.id, OffsetDateTime::now_utc(), &event)
             .await;
         self.forget(user.id);
-        self.audit_result(actor, "user.sessions-revoke", name, &result)
-            .await;
-        Ok(result?)
+        Ok(self.settle(actor, &[event], result).await?)
     }
 
     /// Deletes the user, if still at `version`.
@@ -364,10 +357,10 @@ impl Accounts {
         version: i64,
     ) -> Result<(), AdminError> {
         let user = self.user(actor, name).await?;
-        let result = self.store().delete_user(user.id, version).await;
+        let event = success(actor, "user.delete", name);
+        let result = self.store().delete_user(user.id, version, &event).await;
         self.forget(user.id);
-        self.audit_result(actor, "user.delete", name, &result).await;
-        Ok(result?)
+        Ok(self.settle(actor, &[event], result).await?)
     }
 
     /// One page (0-based, [`AUDIT_PER_PAGE`] events) of the audit log, newest first.
@@ -413,21 +406,20 @@ impl Accounts {
         user: &UserRecord,
         source: IpAddr,
     ) -> Result<(), AdminError> {
+        let name = user.name.as_str();
+        let event = AuditEvent::now(name, "session.revoke-all", name, source, "success", "");
         let result = self
             .store()
-            .revoke_user_sessions(user.id, OffsetDateTime::now_utc())
+            .revoke_user_sessions(user.id, OffsetDateTime::now_utc(), &event)
             .await;
         self.forget(user.id);
-        let outcome = if result.is_ok() { "success" } else { "error" };
-        self.audit_event(
-            user.name.as_str(),
-            "session.revoke-all",
-            user.name.as_str(),
-            source,
-            outcome,
-            "",
-        )
-        .await;
+        match &result {
+            Ok(()) => self.audited(&event),
+            Err(_) => {
+                self.audit_event(name, "session.revoke-all", name, source, "error", "")
+                    .await
+            }
+        }
         Ok(result?)
     }
 
@@ -446,6 +438,26 @@ impl Accounts {
                 .await;
         }
         granted
+    }
+
+    /// After a write that carried `events` in its transaction: counts them, or, when it
+    /// failed, audits the failure of the first one's action on its own.
+    async fn settle<T>(
+        &self,
+        actor: &Actor,
+        events: &[AuditEvent],
+        result: Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match &result {
+            Ok(_) => events.iter().for_each(|event| self.audited(event)),
+            Err(_) => {
+                if let Some(event) = events.first() {
+                    self.audit_result(actor, &event.action, &event.target, &result)
+                        .await;
+                }
+            }
+        }
+        result
     }
 
     async fn audit_result<T>(
@@ -477,6 +489,11 @@ impl Accounts {
         self.audit_event(actor.name(), action, target, actor.source(), result, detail)
             .await;
     }
+}
+
+/// The event of `actor`'s successful `action` on `target`, written with the change.
+fn success(actor: &Actor, action: &str, target: &str) -> AuditEvent {
+    AuditEvent::now(actor.name(), action, target, actor.source(), "success", "")
 }
 
 fn require_admin(actor: &Actor) -> Result<(), AdminError> {

@@ -24,4 +24,4 @@ pub use oidc::{
 pub use sessions::SessionBackend;
 pub use sign_in_backoff::{BackoffRule, BackoffState, SignInClaim, SignInKeys};
 pub use user_sessions::UserSession;
-pub use users::{NewUser, UserPage, UserRecord};
+pub use users::{NewUser, UserPage, UserRecord, UserUpdate};

@@ -88,15 +88,6 @@ impl Store {
             .await?;
         Ok(done.rows_affected() > 0)
     }
-
-    /// Ends every session of `user_id`; returns how many there were.
-    pub async fn delete_user_sessions(&self, user_id: i64) -> Result<u64, StoreError> {
-        let done = sqlx::query("DELETE FROM user_sessions WHERE user_id = $1")
-            .bind(user_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected())
-    }
 }
 
 fn session_from_row(row: &sqlx::any::AnyRow) -> Result<UserSession, StoreError> {

@@ -7,6 +7,14 @@ use crate::audit::{INSERT_AUDIT, bind_audit};
 use crate::database::{finish, from_millis, is_unique_violation, to_millis};
 use crate::{AuditEvent, Backend, Store, StoreError};
 
+/// What [`Store::update_user`] writes: the profile and the roles, all replaced.
+#[derive(Debug, Clone, Copy)]
+pub struct UserUpdate<'a> {
+    pub display_name: &'a str,
+    pub email: &'a str,
+    pub roles: &'a Roles,
+}
+
 /// A stored user, without any credential.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserRecord {
@@ -238,14 +246,16 @@ impl Store {
         Ok(())
     }
 
-    /// Sets a new password, the must-change flag and `not_before = now` in one transaction
-    /// (every earlier session and token dies). Returns the updated user.
+    /// Sets a new password, the must-change flag and `not_before = now`, deletes the
+    /// user's session rows (every earlier session and token dies) and appends `audit`, in
+    /// one transaction. Returns the updated user.
     pub async fn set_password(
         &self,
         user_id: i64,
         password_phc: &str,
         must_change_password: bool,
         now: OffsetDateTime,
+        audit: &AuditEvent,
     ) -> Result<UserRecord, StoreError> {
         let now_ms = to_millis(now);
         let mut conn = self.pool.acquire().await?;
@@ -269,7 +279,11 @@ impl Store {
         .bind(now_ms)
         .execute(&mut *tx)
         .await?;
-            Ok(())
+            sqlx::query("DELETE FROM user_sessions WHERE user_id = $1")
+                .bind(user_id)
+                .execute(&mut *tx)
+                .await?;
+            append_audit(&mut tx, std::slice::from_ref(audit)).await
         }
         .await;
         finish(tx, result).await?;
@@ -366,7 +380,8 @@ impl Store {
         Ok(UserPage { users, total })
     }
 
-    /// Replaces display name, e-mail and roles if the user is still at `expected_version`.
+    /// Replaces display name, e-mail and roles if the user is still at `expected_version`,
+    /// and appends `audit` (the change's events), in one transaction.
     ///
     /// Errors: [`StoreError::Conflict`] (someone changed it meanwhile),
     /// [`StoreError::NotFound`], [`StoreError::LastAdmin`] (nothing is written).
@@ -374,11 +389,15 @@ impl Store {
         &self,
         id: i64,
         expected_version: i64,
-        display_name: &str,
-        email: &str,
-        roles: &Roles,
+        change: &UserUpdate<'_>,
         now: OffsetDateTime,
+        audit: &[AuditEvent],
     ) -> Result<UserRecord, StoreError> {
+        let UserUpdate {
+            display_name,
+            email,
+            roles,
+        } = *change;
         let mut conn = self.pool.acquire().await?;
         let mut tx = self.begin_write(&mut conn).await?;
         let result = async {
@@ -409,7 +428,7 @@ impl Store {
                 .await?;
         }
         ensure_an_admin_remains(&mut tx, admins_before).await?;
-            Ok(())
+            append_audit(&mut tx, audit).await
         }
         .await;
         finish(tx, result).await?;
@@ -418,14 +437,15 @@ impl Store {
             .ok_or(StoreError::NotFound { what: "user" })
     }
 
-    /// Disables or enables the user if still at `expected_version`. Same errors as
-    /// [`Store::update_user`].
+    /// Disables or enables the user if still at `expected_version`, with `audit`, in one
+    /// transaction. Same errors as [`Store::update_user`].
     pub async fn set_user_disabled(
         &self,
         id: i64,
         expected_version: i64,
         disabled: bool,
         now: OffsetDateTime,
+        audit: &AuditEvent,
     ) -> Result<UserRecord, StoreError> {
         let mut conn = self.pool.acquire().await?;
         let mut tx = self.begin_write(&mut conn).await?;
@@ -451,7 +471,7 @@ impl Store {
                     .await?;
             }
             ensure_an_admin_remains(&mut tx, admins_before).await?;
-            Ok(())
+            append_audit(&mut tx, std::slice::from_ref(audit)).await
         }
         .await;
         finish(tx, result).await?;
@@ -461,8 +481,14 @@ impl Store {
     }
 
     /// Deletes the user (roles, credential and sessions with it) if still at
-    /// `expected_version`. Same errors as [`Store::update_user`].
-    pub async fn delete_user(&self, id: i64, expected_version: i64) -> Result<(), StoreError> {
+    /// `expected_version`, with `audit`, in one transaction. Same errors as
+    /// [`Store::update_user`].
+    pub async fn delete_user(
+        &self,
+        id: i64,
+        expected_version: i64,
+        audit: &AuditEvent,
+    ) -> Result<(), StoreError> {
         let mut conn = self.pool.acquire().await?;
         let mut tx = self.begin_write(&mut conn).await?;
         let result = async {
@@ -476,18 +502,20 @@ impl Store {
                 return Err(conflict_or_missing(&mut tx, id).await);
             }
             ensure_an_admin_remains(&mut tx, admins_before).await?;
-            Ok(())
+            append_audit(&mut tx, std::slice::from_ref(audit)).await
         }
         .await;
         finish(tx, result).await?;
         Ok(())
     }
 
-    /// Ends every session and token of the user: `not_before = now`, session rows deleted.
+    /// Ends every session and token of the user (`not_before = now`, session rows
+    /// deleted) and appends `audit`, in one transaction.
     pub async fn revoke_user_sessions(
         &self,
         id: i64,
         now: OffsetDateTime,
+        audit: &AuditEvent,
     ) -> Result<(), StoreError> {
         let mut conn = self.pool.acquire().await?;
         let mut tx = self.begin_write(&mut conn).await?;
@@ -506,12 +534,23 @@ impl Store {
             .bind(id)
             .execute(&mut *tx)
             .await?;
-            Ok(())
+            append_audit(&mut tx, std::slice::from_ref(audit)).await
         }
         .await;
         finish(tx, result).await?;
         Ok(())
     }
+}
+
+/// Appends `events` in the caller's transaction: the change and its audit rows commit
+/// together or not at all.
+async fn append_audit(conn: &mut AnyConnection, events: &[AuditEvent]) -> Result<(), StoreError> {
+    for event in events {
+        bind_audit(sqlx::query(INSERT_AUDIT), event)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
 }
 
 async fn enabled_admins(conn: &mut AnyConnection) -> Result<i64, StoreError> {

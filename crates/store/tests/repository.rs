@@ -5,7 +5,7 @@
 //! ([`banlieue_testbed::postgres`]).
 
 use banlieue_domain::{RoleName, Roles, UserName};
-use banlieue_store::{AuditEvent, DatabaseCheck, NewUser, Store, StoreError};
+use banlieue_store::{AuditEvent, DatabaseCheck, NewUser, Store, StoreError, UserUpdate};
 use time::{Duration, OffsetDateTime};
 
 async fn sqlite() -> (Store, tempfile::TempDir) {
@@ -53,6 +53,14 @@ fn creation_event() -> AuditEvent {
         "success",
         "",
     )
+}
+
+/// The success event of `action`, written with the change.
+fn event(action: &str) -> AuditEvent {
+    AuditEvent {
+        action: action.to_owned(),
+        ..creation_event()
+    }
 }
 
 fn at(ms: i64) -> OffsetDateTime {
@@ -146,7 +154,7 @@ async fn password_changes_move_not_before(store: Store) {
         .unwrap();
     let t1 = t0 + Duration::seconds(30);
     let updated = store
-        .set_password(user.id, "$new", false, t1)
+        .set_password(user.id, "$new", false, t1, &event("user.password-set"))
         .await
         .unwrap();
     assert_eq!(updated.not_before, t1);
@@ -410,7 +418,17 @@ async fn user_sessions_are_listed_and_revoked(store: Store) {
     assert!(store.user_session("b1").await.unwrap().is_some());
     assert!(store.delete_user_session(alice.id, "a1").await.unwrap());
     assert!(store.user_session("a1").await.unwrap().is_none());
-    assert_eq!(store.delete_user_sessions(alice.id).await.unwrap(), 1);
+    // A new password ends the rest of alice's sessions, rows included.
+    store
+        .set_password(
+            alice.id,
+            "$p",
+            false,
+            at(1_790_000_500_000),
+            &event("user.password-set"),
+        )
+        .await
+        .unwrap();
     assert!(store.user_sessions_of(alice.id).await.unwrap().is_empty());
     assert_eq!(store.user_sessions_of(bob.id).await.unwrap().len(), 1);
 }
@@ -472,21 +490,24 @@ async fn stale_versions_conflict_and_the_last_admin_stays(store: Store) {
         .update_user(
             admin.id,
             admin.version,
-            "Root",
-            "r@x.test",
-            &viewer_roles,
+            &UserUpdate {
+                display_name: "Root",
+                email: "r@x.test",
+                roles: &viewer_roles,
+            },
             now,
+            &[event("user.update")],
         )
         .await
         .unwrap_err();
     assert!(matches!(demoted, StoreError::LastAdmin), "{demoted:?}");
     let disabled = store
-        .set_user_disabled(admin.id, admin.version, true, now)
+        .set_user_disabled(admin.id, admin.version, true, now, &event("user.disable"))
         .await
         .unwrap_err();
     assert!(matches!(disabled, StoreError::LastAdmin), "{disabled:?}");
     let deleted = store
-        .delete_user(admin.id, admin.version)
+        .delete_user(admin.id, admin.version, &event("user.delete"))
         .await
         .unwrap_err();
     assert!(matches!(deleted, StoreError::LastAdmin), "{deleted:?}");
@@ -509,10 +530,13 @@ async fn stale_versions_conflict_and_the_last_admin_stays(store: Store) {
         .update_user(
             admin.id,
             admin.version,
-            "Root",
-            "r@x.test",
-            &viewer_roles,
+            &UserUpdate {
+                display_name: "Root",
+                email: "r@x.test",
+                roles: &viewer_roles,
+            },
             now,
+            &[event("user.update")],
         )
         .await
         .unwrap();
@@ -525,27 +549,39 @@ async fn stale_versions_conflict_and_the_last_admin_stays(store: Store) {
         .update_user(
             admin.id,
             admin.version,
-            "Other",
-            "o@x.test",
-            &viewer_roles,
+            &UserUpdate {
+                display_name: "Other",
+                email: "o@x.test",
+                roles: &viewer_roles,
+            },
             now,
+            &[event("user.update")],
         )
         .await
         .unwrap_err();
     assert!(matches!(stale, StoreError::Conflict { .. }), "{stale:?}");
-    let missing = store.delete_user(9_999, 1).await.unwrap_err();
+    let missing = store
+        .delete_user(9_999, 1, &event("user.delete"))
+        .await
+        .unwrap_err();
     assert!(
         matches!(missing, StoreError::NotFound { .. }),
         "{missing:?}"
     );
 
     store
-        .delete_user(renamed.id, renamed.version)
+        .delete_user(renamed.id, renamed.version, &event("user.delete"))
         .await
         .unwrap();
     assert!(store.user_by_id(admin.id).await.unwrap().is_none());
     let second = store
-        .set_user_disabled(second.id, second.version, false, now)
+        .set_user_disabled(
+            second.id,
+            second.version,
+            false,
+            now,
+            &event("user.disable"),
+        )
         .await
         .unwrap();
     assert!(!second.disabled);
@@ -562,11 +598,17 @@ async fn revoking_sessions_moves_not_before(store: Store) {
         .await
         .unwrap();
     let t1 = at(1_790_000_060_000);
-    store.revoke_user_sessions(user.id, t1).await.unwrap();
+    store
+        .revoke_user_sessions(user.id, t1, &event("user.sessions-revoke"))
+        .await
+        .unwrap();
     let after = store.user_by_id(user.id).await.unwrap().unwrap();
     assert_eq!(after.not_before, t1);
     assert!(matches!(
-        store.revoke_user_sessions(12_345, t1).await.unwrap_err(),
+        store
+            .revoke_user_sessions(12_345, t1, &event("user.sessions-revoke"))
+            .await
+            .unwrap_err(),
         StoreError::NotFound { .. }
     ));
 }
@@ -925,6 +967,15 @@ async fn a_user_is_created_with_its_audit_row_or_not_at_all() {
                  FOR EACH ROW EXECUTE FUNCTION refuse_audit()",
             ]
         };
+        let keeper = store
+            .create_user(
+                &new_user("keeper", &["viewer"]),
+                "$k",
+                OffsetDateTime::now_utc(),
+                &creation_event(),
+            )
+            .await
+            .unwrap();
         sqlx::any::install_default_drivers();
         let mut admin = sqlx::AnyConnection::connect(&url).await.unwrap();
         for statement in refuse {
@@ -947,6 +998,43 @@ async fn a_user_is_created_with_its_audit_row_or_not_at_all() {
             None,
             "{url}: no user without its audit row"
         );
+        // Every other change of a user is refused with its audit row, and leaves the
+        // user as it was.
+        let now = OffsetDateTime::now_utc();
+        let (id, version) = (keeper.id, keeper.version);
+        let viewer = keeper.roles.clone();
+        let writes = [
+            store
+                .update_user(
+                    id,
+                    version,
+                    &UserUpdate {
+                        display_name: "K",
+                        email: "",
+                        roles: &viewer,
+                    },
+                    now,
+                    &[event("user.update")],
+                )
+                .await
+                .map(drop),
+            store
+                .set_user_disabled(id, version, true, now, &event("user.disable"))
+                .await
+                .map(drop),
+            store
+                .set_password(id, "$n", false, now, &event("user.password-set"))
+                .await
+                .map(drop),
+            store
+                .revoke_user_sessions(id, now, &event("user.sessions-revoke"))
+                .await,
+            store.delete_user(id, version, &event("user.delete")).await,
+        ];
+        for (i, write) in writes.iter().enumerate() {
+            assert!(write.is_err(), "{url}: write {i} without its audit row");
+        }
+        assert_eq!(store.user_by_id(id).await.unwrap(), Some(keeper), "{url}");
         let drop = if url.starts_with("sqlite") {
             "DROP TRIGGER refuse_audit"
         } else {
@@ -963,7 +1051,7 @@ async fn a_user_is_created_with_its_audit_row_or_not_at_all() {
             .await
             .unwrap();
         let audit = store.recent_audit(10).await.unwrap();
-        assert_eq!(audit.len(), 1, "{url}");
+        assert_eq!(audit.len(), 2, "{url}: keeper's and ghost's creations");
         assert_eq!(audit[0].action, "user.create");
     }
 }
