@@ -178,9 +178,17 @@ impl NameKey {
 
 /// One admitted attempt, holding its keys in the database: report its verdict with
 /// [`Attempt::succeeded`], [`Attempt::failed`] or [`Attempt::unchecked`]; dropped without
-/// one, it counts as failed.
+/// one, it counts as failed. A verdict is written by a task of its own, so a request
+/// cancelled while it is written still has it recorded.
 #[derive(Debug)]
 pub struct Attempt {
+    /// `None` once its verdict is on its way.
+    held: Option<Held>,
+}
+
+/// What an admitted attempt holds, and what its verdict needs.
+#[derive(Debug)]
+struct Held {
     store: Store,
     policy: ThrottlePolicy,
     source: String,
@@ -189,85 +197,86 @@ pub struct Attempt {
     name_held: bool,
     /// When it was admitted; its verdict is recorded as of then.
     at: OffsetDateTime,
-    finished: bool,
+    /// The end of its claim, which also tells its claim from a later one.
+    lease_until: OffsetDateTime,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Verdict {
+    Succeeded,
+    Unchecked,
+    Failed,
 }
 
 impl Attempt {
     /// The password was right: the source becomes one of the user's known addresses.
     pub async fn succeeded(mut self) {
-        self.finished = true;
-        let keys = SignInKeys {
-            source: &self.source,
-            name: &self.name,
-        };
-        let released = self
-            .store
-            .release_sign_in(&self.held(), Some(keys), KNOWN_ADDRESSES_PER_USER, self.at)
-            .await;
-        log_failure(released);
+        self.settle(Verdict::Succeeded).await;
     }
 
     /// Nothing was checked (the hasher was busy, the store failed, the new password was
     /// refused before the old one was checked): the attempt counts neither way.
     pub async fn unchecked(mut self) {
-        self.finished = true;
-        let released = self
-            .store
-            .release_sign_in(&self.held(), None, KNOWN_ADDRESSES_PER_USER, self.at)
-            .await;
-        log_failure(released);
+        self.settle(Verdict::Unchecked).await;
     }
 
     /// The password was wrong (or the user unknown or disabled).
     pub async fn failed(mut self) {
-        self.finished = true;
-        let counted = self
-            .store
-            .count_sign_in_failure(&self.failures(), self.at)
-            .await;
-        log_failure(counted);
+        self.settle(Verdict::Failed).await;
     }
 
-    fn held(&self) -> Vec<&str> {
-        let mut held = vec![self.source.as_str()];
-        if self.name_held {
-            held.push(&self.name);
+    async fn settle(&mut self, verdict: Verdict) {
+        if let Some(held) = self.held.take() {
+            let _ = tokio::spawn(held.record(verdict)).await;
         }
-        held
-    }
-
-    fn failures(&self) -> Vec<(&str, BackoffRule)> {
-        let mut failures = vec![(self.source.as_str(), self.policy.source_rule())];
-        if self.name_held {
-            failures.push((&self.name, self.policy.name_rule()));
-        }
-        failures
     }
 }
 
 impl Drop for Attempt {
     fn drop(&mut self) {
-        if self.finished {
-            return;
-        }
         // Without a runtime (the process is ending) the lease lets the keys go instead.
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
+        if let Some(held) = self.held.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(held.record(Verdict::Failed));
+        }
+    }
+}
+
+impl Held {
+    async fn record(self, verdict: Verdict) {
+        let mut held = vec![self.source.as_str()];
+        if self.name_held {
+            held.push(&self.name);
+        }
+        let keys = SignInKeys {
+            source: &self.source,
+            name: &self.name,
         };
-        let store = self.store.clone();
-        let failures: Vec<(String, BackoffRule)> = self
-            .failures()
-            .into_iter()
-            .map(|(key, rule)| (key.to_owned(), rule))
-            .collect();
-        let at = self.at;
-        runtime.spawn(async move {
-            let failures: Vec<(&str, BackoffRule)> = failures
-                .iter()
-                .map(|(key, rule)| (key.as_str(), *rule))
-                .collect();
-            log_failure(store.count_sign_in_failure(&failures, at).await);
-        });
+        let recorded = match verdict {
+            Verdict::Succeeded | Verdict::Unchecked => {
+                let remember = matches!(verdict, Verdict::Succeeded).then_some(keys);
+                self.store
+                    .release_sign_in(
+                        &held,
+                        self.lease_until,
+                        remember,
+                        KNOWN_ADDRESSES_PER_USER,
+                        self.at,
+                    )
+                    .await
+            }
+            Verdict::Failed => {
+                let mut failures = vec![(self.source.as_str(), self.policy.source_rule())];
+                if self.name_held {
+                    failures.push((&self.name, self.policy.name_rule()));
+                }
+                self.store
+                    .count_sign_in_failure(&failures, self.lease_until, self.at)
+                    .await
+            }
+        };
+        log_failure(recorded);
     }
 }
 
@@ -327,25 +336,23 @@ impl SignInThrottle {
             source: &source_column,
             name: &name_column,
         };
+        let lease_until = now + IN_FLIGHT_LEASE;
         let claim = self
             .store
-            .claim_sign_in(
-                keys,
-                now,
-                now + IN_FLIGHT_LEASE,
-                now - self.policy.known_address_ttl,
-            )
+            .claim_sign_in(keys, now, lease_until, now - self.policy.known_address_ttl)
             .await?;
         let (source_row, name_row) = match claim {
             SignInClaim::Claimed { name_held } => {
                 return Ok(Ok(Attempt {
-                    store: self.store.clone(),
-                    policy: self.policy,
-                    source: source_column,
-                    name: name_column,
-                    name_held,
-                    at: now,
-                    finished: false,
+                    held: Some(Held {
+                        store: self.store.clone(),
+                        policy: self.policy,
+                        source: source_column,
+                        name: name_column,
+                        name_held,
+                        at: now,
+                        lease_until,
+                    }),
                 }));
             }
             SignInClaim::Refused { source, name } => (source, name),
@@ -632,6 +639,35 @@ mod tests {
             admit(&throttle, "alice", IP, now).await.is_err(),
             "the dropped attempt was the first of five failures"
         );
+    }
+
+    #[tokio::test]
+    async fn a_claim_that_outlived_its_lease_does_not_free_the_next_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let throttle = throttle(&dir, ThrottlePolicy::default()).await;
+        let t0 = t0();
+        let late = admit(&throttle, "frank", IP, t0).await.unwrap();
+        let after = t0 + IN_FLIGHT_LEASE + Duration::from_secs(1);
+        let next = admit(&throttle, "frank", IP, after).await;
+        let next = next.expect("the lease ended: the keys are claimed again");
+        late.failed().await;
+        let refused = admit(&throttle, "frank", OTHER_IP, after)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            refused.retry_after, IN_FLIGHT_WAIT,
+            "the next claim still holds the name"
+        );
+        next.unchecked().await;
+        let name = Key::Name(NameKey::of("frank")).column();
+        let row = throttle
+            .store
+            .sign_in_backoff(&name)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.failures, 1, "the late attempt's failure counts");
+        assert!(admit(&throttle, "frank", OTHER_IP, after).await.is_ok());
     }
 
     #[tokio::test]

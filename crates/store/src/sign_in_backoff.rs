@@ -11,7 +11,7 @@ use sqlx::Row;
 use time::OffsetDateTime;
 
 use crate::database::{from_millis, to_millis};
-use crate::{Store, StoreError};
+use crate::{Backend, Store, StoreError};
 
 /// Exponential back-off of one kind of key: after `free_failures` failures each further
 /// one blocks the key for `base_delay`, doubled per failure beyond the free ones, at most
@@ -80,15 +80,23 @@ const CLAIM: &str = "INSERT INTO sign_in_backoff \
      RETURNING failures";
 
 /// Counts a failure of a key at `$3` (starting over when the last one is at or before
-/// `$2`) and releases it; returns the failures now counted.
+/// `$2`) and releases it if the attempt's claim (lease `$4`) still holds it; returns the
+/// failures now counted.
 const COUNT_FAILURE: &str = "INSERT INTO sign_in_backoff \
      (key, failures, last_failure_ms, blocked_until_ms, in_flight_until_ms) \
      VALUES ($1, 1, $3, 0, 0) \
      ON CONFLICT (key) DO UPDATE SET \
      failures = CASE WHEN sign_in_backoff.last_failure_ms <= $2 THEN 1 \
                 ELSE sign_in_backoff.failures + 1 END, \
-     last_failure_ms = $3, in_flight_until_ms = 0 \
+     last_failure_ms = $3, \
+     in_flight_until_ms = CASE WHEN sign_in_backoff.in_flight_until_ms = $4 THEN 0 \
+                          ELSE sign_in_backoff.in_flight_until_ms END \
      RETURNING failures";
+
+/// Releases a key if the attempt's claim (lease `$2`) still holds it: a claim that
+/// outlived its lease must not free the key for the attempt that claimed it next.
+const RELEASE: &str = "UPDATE sign_in_backoff SET in_flight_until_ms = 0 \
+     WHERE key = $1 AND in_flight_until_ms = $2";
 
 impl Store {
     /// Claims an attempt's keys at `now` until `lease_until`, in one transaction: the
@@ -131,13 +139,14 @@ impl Store {
                 .fetch_optional(&mut *tx)
                 .await?;
             if claimed.is_none() {
-                let source = backoff_state(&mut tx, keys.source).await?;
+                tx.rollback().await?;
+                // Read after the rollback, without this attempt's own claim of the source.
+                let source = backoff_state(turn.connection(), keys.source).await?;
                 let name = if name_held {
-                    backoff_state(&mut tx, keys.name).await?
+                    backoff_state(turn.connection(), keys.name).await?
                 } else {
                     None
                 };
-                tx.rollback().await?;
                 turn.keep();
                 return Ok(SignInClaim::Refused { source, name });
             }
@@ -147,14 +156,17 @@ impl Store {
         Ok(SignInClaim::Claimed { name_held })
     }
 
-    /// Releases an attempt's `held` keys without counting anything; after a correct
-    /// password (`remember`: the name's and source's keys), the source becomes one of the
-    /// name's known addresses as of `now`, of which the newest `keep` stay.
+    /// Releases the `held` keys of an attempt claimed until `lease_until` (each unless
+    /// another claim holds it now) without counting anything; after a correct password
+    /// (`remember`: the name's and source's keys), the source becomes one of the name's
+    /// known addresses as of `now`, of which the newest `keep` stay (on PostgreSQL, an
+    /// address another transaction is writing stays until the next sign-in or prune).
     ///
     /// Errors: [`StoreError::Database`].
     pub async fn release_sign_in(
         &self,
         held: &[&str],
+        lease_until: OffsetDateTime,
         remember: Option<SignInKeys<'_>>,
         keep: u32,
         now: OffsetDateTime,
@@ -162,8 +174,9 @@ impl Store {
         let mut turn = self.write_turn().await?;
         let mut tx = turn.begin().await?;
         for key in held {
-            sqlx::query("UPDATE sign_in_backoff SET in_flight_until_ms = 0 WHERE key = $1")
+            sqlx::query(RELEASE)
                 .bind(*key)
+                .bind(to_millis(lease_until))
                 .execute(&mut *tx)
                 .await?;
         }
@@ -178,15 +191,19 @@ impl Store {
             .bind(to_millis(now))
             .execute(&mut *tx)
             .await?;
-            sqlx::query(
-                "DELETE FROM sign_in_known_addresses WHERE name_key = $1 AND source_key NOT IN \
-                 (SELECT source_key FROM sign_in_known_addresses WHERE name_key = $1 \
-                  ORDER BY seen_ms DESC, source_key LIMIT $2)",
-            )
-            .bind(keys.name)
-            .bind(i64::from(keep))
-            .execute(&mut *tx)
-            .await?;
+            let trim = format!(
+                "DELETE FROM sign_in_known_addresses WHERE (name_key, source_key) IN \
+                 (SELECT name_key, source_key FROM sign_in_known_addresses \
+                  WHERE name_key = $1 AND source_key NOT IN \
+                  (SELECT source_key FROM sign_in_known_addresses WHERE name_key = $1 \
+                   ORDER BY seen_ms DESC, source_key LIMIT $2){})",
+                self.skip_locked()
+            );
+            sqlx::query(&trim)
+                .bind(keys.name)
+                .bind(i64::from(keep))
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         turn.keep();
@@ -194,12 +211,14 @@ impl Store {
     }
 
     /// Counts a failure at `now` for each held key under its rule, blocks the keys that
-    /// have used up their free failures, and releases them, in one transaction.
+    /// have used up their free failures, and releases those the attempt's claim (until
+    /// `lease_until`) still holds, in one transaction.
     ///
     /// Errors: [`StoreError::Database`].
     pub async fn count_sign_in_failure(
         &self,
         held: &[(&str, BackoffRule)],
+        lease_until: OffsetDateTime,
         now: OffsetDateTime,
     ) -> Result<(), StoreError> {
         let now_ms = to_millis(now);
@@ -210,6 +229,7 @@ impl Store {
                 .bind(*key)
                 .bind(to_millis(now - rule.forget_after))
                 .bind(now_ms)
+                .bind(to_millis(lease_until))
                 .fetch_one(&mut *tx)
                 .await?;
             let failures = u32::try_from(failures).unwrap_or(u32::MAX);
@@ -241,23 +261,41 @@ impl Store {
         addresses_before: OffsetDateTime,
     ) -> Result<u64, StoreError> {
         let now_ms = to_millis(now);
+        // Rows a sign-in is writing are skipped, not waited for: waiting could deadlock
+        // with a claim that locks the source's row, then the name's.
+        let keys = format!(
+            "DELETE FROM sign_in_backoff WHERE key IN (SELECT key FROM sign_in_backoff \
+             WHERE last_failure_ms < $1 AND blocked_until_ms <= $2 AND in_flight_until_ms <= $2{})",
+            self.skip_locked()
+        );
+        let addresses = format!(
+            "DELETE FROM sign_in_known_addresses WHERE (name_key, source_key) IN \
+             (SELECT name_key, source_key FROM sign_in_known_addresses WHERE seen_ms < $1{})",
+            self.skip_locked()
+        );
         let mut turn = self.write_turn().await?;
-        let keys = sqlx::query(
-            "DELETE FROM sign_in_backoff WHERE last_failure_ms < $1 \
-             AND blocked_until_ms <= $2 AND in_flight_until_ms <= $2",
-        )
-        .bind(to_millis(failures_before))
-        .bind(now_ms)
-        .execute(turn.connection())
-        .await?
-        .rows_affected();
-        let addresses = sqlx::query("DELETE FROM sign_in_known_addresses WHERE seen_ms < $1")
+        let keys = sqlx::query(&keys)
+            .bind(to_millis(failures_before))
+            .bind(now_ms)
+            .execute(turn.connection())
+            .await?
+            .rows_affected();
+        let addresses = sqlx::query(&addresses)
             .bind(to_millis(addresses_before))
             .execute(turn.connection())
             .await?
             .rows_affected();
         turn.keep();
         Ok(keys + addresses)
+    }
+
+    /// How a subquery that picks rows to delete skips the rows other transactions hold:
+    /// on PostgreSQL `FOR UPDATE SKIP LOCKED`; SQLite has one writer at a time.
+    fn skip_locked(&self) -> &'static str {
+        match self.backend() {
+            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+            Backend::Sqlite => "",
+        }
     }
 
     /// The row of one throttled key, if it has one.

@@ -172,6 +172,21 @@ impl Store {
         row.as_ref().map(|row| user_from_row(row, "")).transpose()
     }
 
+    /// The user `id` as the caller's transaction just changed it, read before the commit
+    /// so that what is returned is what was written.
+    async fn changed_user(
+        &self,
+        conn: &mut AnyConnection,
+        id: i64,
+    ) -> Result<UserRecord, StoreError> {
+        let row = sqlx::query(&self.select_users("id = $1"))
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await?
+            .ok_or(StoreError::NotFound { what: "user" })?;
+        user_from_row(&row, "")
+    }
+
     /// `SELECT` of the users matching `condition` (SQL, with its placeholders) with their
     /// roles, in this backend's dialect.
     fn select_users(&self, condition: &str) -> String {
@@ -283,13 +298,11 @@ impl Store {
                 .bind(user_id)
                 .execute(&mut *tx)
                 .await?;
-            append_audit(&mut tx, std::slice::from_ref(audit)).await
+            append_audit(&mut tx, std::slice::from_ref(audit)).await?;
+            self.changed_user(&mut tx, user_id).await
         }
         .await;
-        finish(tx, result).await?;
-        self.user_by_id(user_id)
-            .await?
-            .ok_or_else(|| StoreError::Corrupt(format!("user {user_id} vanished")))
+        finish(tx, result).await
     }
 
     /// Sets or clears the disabled flag (bumps the version). Disabling also moves
@@ -428,13 +441,11 @@ impl Store {
                 .await?;
         }
         ensure_an_admin_remains(&mut tx, admins_before).await?;
-            append_audit(&mut tx, audit).await
+            append_audit(&mut tx, audit).await?;
+            self.changed_user(&mut tx, id).await
         }
         .await;
-        finish(tx, result).await?;
-        self.user_by_id(id)
-            .await?
-            .ok_or(StoreError::NotFound { what: "user" })
+        finish(tx, result).await
     }
 
     /// Disables or enables the user if still at `expected_version`, with `audit`, in one
@@ -471,13 +482,11 @@ impl Store {
                     .await?;
             }
             ensure_an_admin_remains(&mut tx, admins_before).await?;
-            append_audit(&mut tx, std::slice::from_ref(audit)).await
+            append_audit(&mut tx, std::slice::from_ref(audit)).await?;
+            self.changed_user(&mut tx, id).await
         }
         .await;
-        finish(tx, result).await?;
-        self.user_by_id(id)
-            .await?
-            .ok_or(StoreError::NotFound { what: "user" })
+        finish(tx, result).await
     }
 
     /// Deletes the user (roles, credential and sessions with it) if still at

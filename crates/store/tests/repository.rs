@@ -1094,7 +1094,7 @@ async fn claims_of_one_key_are_exclusive_across_replicas(one: Store, other: Stor
         ..rule
     };
     other
-        .count_sign_in_failure(&[(keys.source, rule), (keys.name, lenient)], now)
+        .count_sign_in_failure(&[(keys.source, rule), (keys.name, lenient)], lease, now)
         .await
         .unwrap();
     let source = one.sign_in_backoff(keys.source).await.unwrap().unwrap();
@@ -1116,9 +1116,15 @@ async fn claims_of_one_key_are_exclusive_across_replicas(one: Store, other: Stor
     ));
     // A success at this source makes it known to the name: the name's key is not
     // consulted from here any more; the newest `keep` addresses stay.
-    one.release_sign_in(&[keys.source, keys.name], Some(keys), 2, at(1_002_000))
-        .await
-        .unwrap();
+    one.release_sign_in(
+        &[keys.source, keys.name],
+        lease,
+        Some(keys),
+        2,
+        at(1_002_000),
+    )
+    .await
+    .unwrap();
     assert!(matches!(
         other
             .claim_sign_in(keys, at(1_003_000), lease, long_ago)
@@ -1126,12 +1132,12 @@ async fn claims_of_one_key_are_exclusive_across_replicas(one: Store, other: Stor
         Ok(SignInClaim::Claimed { name_held: false })
     ));
     other
-        .release_sign_in(&[keys.source], None, 2, now)
+        .release_sign_in(&[keys.source], lease, None, 2, now)
         .await
         .unwrap();
     for (i, source) in ["s:1", "s:2"].into_iter().enumerate() {
         let elsewhere = SignInKeys { source, ..keys };
-        one.release_sign_in(&[], Some(elsewhere), 2, at(1_004_000 + i as i64))
+        one.release_sign_in(&[], lease, Some(elsewhere), 2, at(1_004_000 + i as i64))
             .await
             .unwrap();
     }
