@@ -2,7 +2,16 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::STYLESHEET;
 use crate::i18n::Locale;
+
+/// `text` for HTML text and double-quoted attribute values.
+fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
 
 /// A user-facing error. Carries no internals: a server fault shows only a correlation
 /// id that also appears in the server log next to the full error chain.
@@ -44,12 +53,19 @@ pub enum AppError {
     NameTaken,
     /// Optimistic concurrency: someone else changed the record meanwhile.
     Conflict,
+    /// A new custom role's name is taken (editing it is another form).
+    RoleExists,
+    /// The custom role being edited changed since the edit began.
+    RoleChanged,
     LastAdmin,
     /// The typed confirmation did not name the target.
     ConfirmationMismatch,
     InvalidDate,
-    /// Display name or e-mail with control characters (NUL, escape sequences…).
-    ControlCharacters,
+    /// Display name or e-mail with an invisible or reordering character (controls, zero-width
+    /// and bidirectional format characters, line separators).
+    HiddenCharacters,
+    /// An e-mail that is not an address such as `name@example.org`.
+    InvalidEmail,
     /// A GET of an address that only takes form posts (e.g. reloading an action).
     MethodNotAllowed,
     /// An OIDC authorization request that can't be sent back to its client (unknown
@@ -96,6 +112,37 @@ impl AuthorizationProblem {
 }
 
 impl AppError {
+    /// The whole HTML document of a page that is only this error, in the console's look,
+    /// with a link onward: to sign in when that is what is missing, to the password change
+    /// while it is due, else to the dashboard. For answers given before (or instead of) a
+    /// page: refused access, unreadable forms, wrong methods.
+    pub fn document(&self, locale: Locale) -> String {
+        let (onward, link) = match self {
+            Self::NotSignedIn => (crate::paths::SIGN_IN, "error-page-sign-in"),
+            Self::MustChangePassword => {
+                (crate::paths::CHANGE_PASSWORD, "error-page-change-password")
+            }
+            _ => (crate::paths::DASHBOARD, "not-found-home"),
+        };
+        let title = escape_html(&locale.t("app-name"));
+        let message = escape_html(&self.message(locale));
+        let link = escape_html(&locale.t(link));
+        format!(
+            "<!DOCTYPE html><html lang=\"{lang}\"><head><meta charset=\"utf-8\">\
+             <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+             <meta name=\"color-scheme\" content=\"light dark\">\
+             <link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\">\
+             <link rel=\"stylesheet\" href=\"{STYLESHEET}\"><title>{title}</title></head>\
+             <body class=\"min-h-screen bg-slate-50 text-slate-900 antialiased dark:bg-slate-950 dark:text-slate-100\">\
+             <main class=\"flex min-h-screen flex-col items-center justify-center gap-3 px-4 text-center\">\
+             <h1 class=\"text-2xl font-semibold\">{title}</h1>\
+             <p role=\"alert\" class=\"text-slate-600 dark:text-slate-300\">{message}</p>\
+             <a href=\"{onward}\" class=\"text-indigo-600 hover:underline dark:text-indigo-400\">{link}</a>\
+             </main></body></html>",
+            lang = locale.tag(),
+        )
+    }
+
     /// The Fluent message id.
     pub fn fluent_key(&self) -> &'static str {
         match self {
@@ -107,7 +154,10 @@ impl AppError {
             Self::PasswordsDiffer => "error-passwords-differ",
             Self::WrongCurrentPassword => "error-wrong-current-password",
             Self::PasswordUnchanged => "error-password-unchanged",
-            Self::ControlCharacters => "error-control-characters",
+            Self::RoleExists => "error-role-exists",
+            Self::RoleChanged => "error-role-changed",
+            Self::HiddenCharacters => "error-hidden-characters",
+            Self::InvalidEmail => "error-invalid-email",
             Self::MethodNotAllowed => "error-method-not-allowed",
             Self::MissingUserName => "error-missing-user-name",
             Self::InvalidForm => "error-invalid-form",
@@ -153,7 +203,8 @@ impl AppError {
             | Self::FieldTooLong
             | Self::ConfirmationMismatch
             | Self::InvalidDate
-            | Self::ControlCharacters
+            | Self::HiddenCharacters
+            | Self::InvalidEmail
             | Self::InvalidAuthorizationRequest { .. }
             | Self::InvalidClaim
             | Self::InvalidRole
@@ -163,7 +214,7 @@ impl AppError {
             Self::MethodNotAllowed => 405,
             Self::Forbidden | Self::RoleNotHeld { .. } | Self::LastAdmin => 403,
             Self::NotFound | Self::NoClusterConfigured => 404,
-            Self::NameTaken | Self::Conflict => 409,
+            Self::NameTaken | Self::Conflict | Self::RoleExists | Self::RoleChanged => 409,
             Self::NotSignedIn => 401,
             Self::CrossSite | Self::MustChangePassword => 403,
             Self::RequestTooLarge => 413,
@@ -230,7 +281,10 @@ impl AppError {
             Self::ConfirmationMismatch,
             Self::InvalidDate,
             Self::PasswordUnchanged,
-            Self::ControlCharacters,
+            Self::HiddenCharacters,
+            Self::InvalidEmail,
+            Self::RoleExists,
+            Self::RoleChanged,
             Self::MethodNotAllowed,
             Self::InvalidAuthorizationRequest {
                 problem: AuthorizationProblem::UnknownClient,

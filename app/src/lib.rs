@@ -75,13 +75,15 @@ pub mod paths {
     }
 }
 
+/// The console's stylesheet, as cargo-leptos builds it (`<site>/pkg/<output name>.css`).
+pub const STYLESHEET: &str = "/pkg/banlieue-console.css";
+
 /// The HTML document around the app. Server-only: it also sets the page's
 /// Content-Security-Policy with the nonce Leptos gives its inline scripts.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     let state = use_context::<PageState>().unwrap_or_default();
     #[cfg(feature = "ssr")]
     security::set_page_csp(state.data.form_action_origin());
-    let css = format!("/pkg/{}.css", options.output_name);
     view! {
         <!DOCTYPE html>
         <html lang=state.locale.tag()>
@@ -90,7 +92,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
                 <meta name="color-scheme" content="light dark" />
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml" />
-                <link rel="stylesheet" href=css />
+                <link rel="stylesheet" href=STYLESHEET />
                 <HydrationScripts options />
                 <MetaTags />
             </head>

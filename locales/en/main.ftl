@@ -54,6 +54,8 @@ error-invalid-form = The form could not be read. Reload the page and try again.
 error-request-too-large = The form was too large to accept.
 error-cross-site = This request came from another site and was refused.
 error-not-signed-in = Sign in to continue.
+error-page-sign-in = Sign in
+error-page-change-password = Change your password
 error-must-change-password = Change your password before doing anything else.
 error-internal = Something went wrong on our side. Reference: { $reference }
 error-forbidden = You do not have the right to do this.
@@ -64,12 +66,15 @@ error-role-not-held = You cannot grant the role { $role }, which you do not hold
 error-field-too-long = The display name and the e-mail are at most 200 characters.
 error-name-taken = A user with this name already exists.
 error-conflict = Someone else changed this user meanwhile. The page now shows their version; make your change again.
+error-role-exists = A role with this name exists. Choose another name, or edit that role from the list.
+error-role-changed = Someone else changed this role meanwhile. The form now shows their version; make your change again.
 error-last-admin = The last enabled admin cannot be disabled, deleted or lose the admin role.
 error-confirmation-mismatch = Type the user's name exactly to confirm.
 error-invalid-date = Dates are written YYYY-MM-DD.
 
 error-password-unchanged = The new password must differ from the current one.
-error-control-characters = The display name and the e-mail may not contain control characters.
+error-hidden-characters = The display name and the e-mail may not contain invisible or reordering characters (control characters, zero-width spaces, right-to-left overrides, line separators).
+error-invalid-email = The e-mail is not an address such as name@example.org.
 error-method-not-allowed = This address only takes a form submission. Go back and use the page's buttons.
 
 ## Notices
@@ -247,7 +252,9 @@ roles-actions = Actions
 roles-edit = Edit
 roles-delete = Delete…
 roles-delete-confirm = Delete this role
-roles-form-title = Create or change a custom role
+roles-form-title = Create a custom role
+roles-form-edit-title = Change the custom role { $name }
+roles-form-new = Create a new role instead
 roles-form-help = The role becomes a ClusterRole bound to the group console:<name>; give it to users on their page. Kubernetes decides whether you may grant what you tick.
 roles-save = Save role
 form-saving = Saving…

@@ -48,6 +48,8 @@ error-invalid-form = フォームを読み取れませんでした。ページ�
 error-request-too-large = フォームが大きすぎるため受け付けられません。
 error-cross-site = 別のサイトからのリクエストのため拒否しました。
 error-not-signed-in = 続けるにはサインインしてください。
+error-page-sign-in = サインイン
+error-page-change-password = パスワードを変更する
 error-must-change-password = まずパスワードを変更してください。
 error-internal = サーバー側で問題が発生しました。参照番号: { $reference }
 error-forbidden = この操作を行う権限がありません。
@@ -58,12 +60,15 @@ error-role-not-held = 自分が持っていないロール { $role } は付与�
 error-field-too-long = 表示名とメールアドレスは 200 文字以内にしてください。
 error-name-taken = この名前のユーザーはすでに存在します。
 error-conflict = その間に別の人がこのユーザーを変更しました。最新の内容を表示しているので、もう一度変更してください。
+error-role-exists = この名前のロールはすでに存在します。別の名前にするか、一覧からそのロールを編集してください。
+error-role-changed = その間に別の人がこのロールを変更しました。最新の内容をフォームに表示しているので、もう一度変更してください。
 error-last-admin = 最後の有効な管理者は、無効化・削除・admin ロールの削除ができません。
 error-confirmation-mismatch = 確認のため、ユーザー名を正確に入力してください。
 error-invalid-date = 日付は YYYY-MM-DD の形で入力してください。
 
 error-password-unchanged = 新しいパスワードは現在のパスワードと違うものにしてください。
-error-control-characters = 表示名とメールアドレスに制御文字は使えません。
+error-hidden-characters = 表示名とメールアドレスに、見えない文字や表示順を変える文字（制御文字、ゼロ幅スペース、右から左への上書き、行区切り）は使えません。
+error-invalid-email = メールアドレスの形式が正しくありません（例: name@example.org）。
 error-method-not-allowed = このアドレスはフォームの送信専用です。前のページに戻ってボタンを使ってください。
 
 ## Notices
@@ -229,7 +234,9 @@ roles-actions = 操作
 roles-edit = 編集
 roles-delete = 削除…
 roles-delete-confirm = このロールを削除
-roles-form-title = カスタムロールの作成・変更
+roles-form-title = カスタムロールの作成
+roles-form-edit-title = カスタムロール { $name } の変更
+roles-form-new = 代わりに新しいロールを作成
 roles-form-help = ロールはグループ console:<名前> に結び付けられた ClusterRole になります。ユーザーのページで付与してください。チェックした権限を付与できるかは Kubernetes が判断します。
 roles-save = ロールを保存
 form-saving = 保存しています…

@@ -143,7 +143,8 @@ async fn users_view(
     };
     state.data = PageData::Users(UsersView {
         search: search.to_owned(),
-        page,
+        // The page listed: the last one when the one asked for is past it.
+        page: u32::try_from(listed.offset / USERS_PER_PAGE).unwrap_or(page),
         per_page: USERS_PER_PAGE,
         total: listed.total,
         rows: listed.users.iter().map(user_row).collect(),
@@ -428,7 +429,7 @@ pub async fn audit_page(
         Ok(found) => {
             state.data = PageData::Audit(AuditView {
                 filter,
-                page,
+                page: u32::try_from(found.offset / AUDIT_PER_PAGE).unwrap_or(page),
                 per_page: AUDIT_PER_PAGE,
                 total: found.total,
                 rows: found
@@ -499,7 +500,8 @@ pub fn app_error(error: AdminError) -> Result<AppError, anyhow::Error> {
         AdminError::Conflict => AppError::Conflict,
         AdminError::LastAdmin => AppError::LastAdmin,
         AdminError::ConfirmationMismatch => AppError::ConfirmationMismatch,
-        AdminError::ControlCharacters => AppError::ControlCharacters,
+        AdminError::HiddenCharacters => AppError::HiddenCharacters,
+        AdminError::InvalidEmail => AppError::InvalidEmail,
         AdminError::Internal(IdentityError::Hash(HashError::Busy { retry_after })) => {
             AppError::Busy {
                 retry_after_secs: crate::handlers::whole_seconds(retry_after),

@@ -113,6 +113,11 @@ pub struct Settings {
         default_value = "127.0.0.1:3000"
     )]
     pub listen: String,
+    /// Address and port of the metrics listener (plain HTTP, `GET /metrics` only) [default:
+    /// none, metrics are not served]. A port of its own, so that a NetworkPolicy can keep
+    /// it to the cluster network.
+    #[arg(long, global = true, env = "BANLIEUE_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
     /// sqlite://<file> (embedded) or postgres://user:password@host/db.
     #[arg(
         long,
@@ -266,6 +271,8 @@ pub enum LogFormat {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    /// Where `GET /metrics` is served, if anywhere (never on `listen`).
+    pub metrics_listen: Option<SocketAddr>,
     /// May hold a password: never log it.
     pub database_url: String,
     /// The external URL without a trailing slash, e.g. `https://console.example.com`.
@@ -333,6 +340,10 @@ pub enum ConfigError {
     )]
     Listen { value: String },
     #[error(
+        "BANLIEUE_METRICS_LISTEN / --metrics-listen: {value:?} is not an address and port such as 0.0.0.0:9464, or it is the console's own listen address"
+    )]
+    MetricsListen { value: String },
+    #[error(
         "BANLIEUE_EXTERNAL_URL / --external-url: {value:?} {problem}; example: https://console.example.com"
     )]
     ExternalUrl {
@@ -391,6 +402,16 @@ impl Settings {
         let listen: SocketAddr = self.listen.parse().map_err(|_| ConfigError::Listen {
             value: self.listen.clone(),
         })?;
+        let metrics_listen = self
+            .metrics_listen
+            .as_deref()
+            .map(|value| match value.parse::<SocketAddr>() {
+                Ok(address) if address != listen => Ok(address),
+                _ => Err(ConfigError::MetricsListen {
+                    value: value.into(),
+                }),
+            })
+            .transpose()?;
         if !(self.database_url.starts_with("sqlite:")
             || self.database_url.starts_with("postgres://")
             || self.database_url.starts_with("postgresql://"))
@@ -490,6 +511,7 @@ impl Settings {
             key_encryption: self.key_encryption()?,
             cluster: self.cluster()?,
             listen,
+            metrics_listen,
             database_url: self.database_url.clone(),
             external_origin: url.origin().ascii_serialization(),
             external_url_configured: self.external_url.is_some(),
@@ -648,6 +670,7 @@ mod tests {
     fn settings(listen: &str, external: Option<&str>) -> Settings {
         Settings {
             listen: listen.into(),
+            metrics_listen: None,
             database_url: "sqlite://data/console.db".into(),
             external_url: external.map(Into::into),
             log_format: LogFormat::Text,
@@ -689,6 +712,25 @@ mod tests {
         given.trusted_proxies = vec!["nope".into()];
         let error = given.validate().unwrap_err().to_string();
         assert!(error.starts_with("BANLIEUE_TRUSTED_PROXIES"), "{error}");
+    }
+
+    #[test]
+    fn the_metrics_listener_is_optional_and_never_the_console_port() {
+        let mut given = settings("127.0.0.1:3000", None);
+        assert_eq!(given.validate().unwrap().metrics_listen, None);
+        given.metrics_listen = Some("0.0.0.0:9464".into());
+        assert_eq!(
+            given.validate().unwrap().metrics_listen,
+            Some("0.0.0.0:9464".parse().unwrap())
+        );
+        for bad in ["9464", "localhost:9464", "127.0.0.1:3000"] {
+            given.metrics_listen = Some(bad.into());
+            let error = given.validate().unwrap_err().to_string();
+            assert!(
+                error.starts_with("BANLIEUE_METRICS_LISTEN"),
+                "{bad}: {error}"
+            );
+        }
     }
 
     #[test]

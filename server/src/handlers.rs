@@ -2,11 +2,14 @@
 //! the health probes and the metrics. Each form answers with a redirect (303, RFC 9110
 //! §15.4.4) or with its page and the error.
 
+use std::sync::Arc;
+
 use app::{AppError, Locale, PageState, paths};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use banlieue_identity::{ChangePasswordError, SignInAttempt, SignInError};
+use prometheus_client::registry::Registry;
 use time::OffsetDateTime;
 use tower_sessions::Session;
 
@@ -18,7 +21,8 @@ use crate::session::AUTH_KEY;
 use banlieue_identity::SessionGrant;
 
 /// `POST /sign-in` with `user_name`, `password`. Success rotates the session id (no
-/// fixation) and redirects to the dashboard, or to the password change when it is due.
+/// fixation) and redirects to the password change when it is due, else to the page the
+/// person was sent here from (`?next=`, a path on this site), else to the dashboard.
 pub async fn sign_in(State(app): State<AppState>, session: Session, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let state = page_state(&parts.extensions);
@@ -47,11 +51,11 @@ pub async fn sign_in(State(app): State<AppState>, session: Session, request: Req
                 return internal_error(state.locale, &error);
             }
             let next = if user.must_change_password {
-                paths::CHANGE_PASSWORD
+                paths::CHANGE_PASSWORD.to_owned()
             } else {
-                paths::DASHBOARD
+                return_path(parts.uri.query()).unwrap_or_else(|| paths::DASHBOARD.to_owned())
             };
-            return Redirect::to(next).into_response();
+            return Redirect::to(&next).into_response();
         }
     };
     let values = pages::typed(&[("user_name", &user_name)]);
@@ -269,12 +273,12 @@ pub async fn readyz(State(app): State<AppState>) -> Response {
 pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// `GET /metrics` (SPEC §9): every registered metric in the OpenMetrics text format. Public
-/// like the probes, so it must stay on the cluster network (a NetworkPolicy; README,
-/// "Metrics").
-pub async fn metrics(State(app): State<AppState>) -> Response {
+/// `GET /metrics` (SPEC §9) on the metrics listener: every metric of `registry` in the
+/// OpenMetrics text format. It asks for no credentials, so it must stay on the cluster
+/// network (the chart's NetworkPolicy; README, "Metrics").
+pub async fn metrics(State(registry): State<Arc<Registry>>) -> Response {
     let mut body = String::new();
-    if let Err(error) = prometheus_client::encoding::text::encode(&mut body, &app.metrics) {
+    if let Err(error) = prometheus_client::encoding::text::encode(&mut body, &registry) {
         tracing::error!(%error, "cannot encode the metrics");
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     }
@@ -288,14 +292,27 @@ pub async fn metrics(State(app): State<AppState>) -> Response {
         .into_response()
 }
 
+/// The `next` parameter of `query`, decoded.
+fn next_of(query: Option<&str>) -> Option<String> {
+    url::form_urlencoded::parse(query?.as_bytes())
+        .find(|(name, _)| name == "next")
+        .map(|(_, next)| next.into_owned())
+}
+
 /// The `next` of a password change: only the OIDC authorization endpoint on this site.
 fn waiting_authorization(query: Option<&str>) -> Option<String> {
-    let next = url::form_urlencoded::parse(query?.as_bytes())
-        .find(|(name, _)| name == "next")?
-        .1
-        .into_owned();
+    let next = next_of(query)?;
     let rest = next.strip_prefix(paths::AUTHORIZE)?;
     (rest.starts_with('?') && local_path(&next).is_some()).then_some(next)
+}
+
+/// The `next` of a sign-in: a path on this site ([`local_path`]), never the sign-in or
+/// sign-out page itself.
+fn return_path(query: Option<&str>) -> Option<String> {
+    let next = next_of(query)?;
+    let page = next.split(['?', '#']).next().unwrap_or_default();
+    let ok = local_path(&next).is_some() && !matches!(page, paths::SIGN_IN | paths::SIGN_OUT);
+    ok.then_some(next)
 }
 
 pub(crate) fn page_state(extensions: &http::Extensions) -> PageState {

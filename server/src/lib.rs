@@ -24,4 +24,4 @@ pub mod tls;
 mod use_cases;
 
 pub use handlers::READINESS_TIMEOUT;
-pub use routes::{AppState, router};
+pub use routes::{AppState, metrics_router, router};

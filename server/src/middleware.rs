@@ -146,6 +146,12 @@ pub async fn session_user(
     };
     match access(request.method(), request.uri().path(), user.as_ref()) {
         Access::Allow => {}
+        // The page asked for is where the sign-in returns to.
+        Access::Redirect(paths::SIGN_IN) if request.uri().path() != paths::DASHBOARD => {
+            let asked = request.uri().path_and_query().map_or("/", |p| p.as_str());
+            let next: String = url::form_urlencoded::byte_serialize(asked.as_bytes()).collect();
+            return Redirect::to(&format!("{}?next={next}", paths::SIGN_IN)).into_response();
+        }
         Access::Redirect(to) => return Redirect::to(to).into_response(),
         Access::Refuse(error) => return error_page(locale, &error),
     }
@@ -217,8 +223,7 @@ pub enum Access {
 }
 
 /// The page access rules, enforced here and not only in the pages:
-/// - assets, health probes, metrics, the language switch and the sign-in page are public
-///   (`/metrics` is meant for the cluster network only: README, "Metrics");
+/// - assets, health probes, the language switch and the sign-in page are public;
 /// - the OIDC issuer's endpoints and the kubeconfig pass (the authorization page handles
 ///   signed-out and must-change users itself; the kubeconfig wants a session or a bearer
 ///   token);
@@ -233,7 +238,6 @@ pub fn access(method: &Method, path: &str, user: Option<&UserRecord>) -> Access 
             "/favicon.svg"
                 | "/healthz"
                 | "/readyz"
-                | "/metrics"
                 | paths::LOCALE
                 | paths::KUBECONFIG
                 | endpoints::DISCOVERY
@@ -350,14 +354,7 @@ pub fn client_address<'a>(
 /// A small translated HTML page for a refusal outside any form.
 pub fn error_page(locale: Locale, error: &AppError) -> Response {
     let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let message = html_escape(&error.message(locale));
-    let title = html_escape(&locale.t("app-name"));
-    let body = format!(
-        "<!DOCTYPE html><html lang=\"{}\"><head><meta charset=\"utf-8\"><title>{title}</title></head>\
-         <body><main><h1>{title}</h1><p role=\"alert\">{message}</p></main></body></html>",
-        locale.tag()
-    );
-    (status, Html(body)).into_response()
+    (status, Html(error.document(locale))).into_response()
 }
 
 /// Logs `error` in full under a fresh correlation id and shows the user only that id.
@@ -371,13 +368,6 @@ pub fn correlation_id() -> String {
     use rand::Rng;
     let n: u64 = rand::thread_rng().r#gen();
     format!("{n:016x}")
-}
-
-fn html_escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 #[cfg(test)]
@@ -466,8 +456,8 @@ mod tests {
         let cases: [(&Method, &str, Option<&UserRecord>, Access); 16] = [
             (&get, "/pkg/app.css", None, Access::Allow),
             (&get, "/healthz", None, Access::Allow),
-            (&get, "/metrics", None, Access::Allow),
-            (&get, "/metrics", Some(&forced), Access::Allow),
+            (&get, "/readyz", None, Access::Allow),
+            (&get, "/readyz", Some(&forced), Access::Allow),
             (&post, "/locale", None, Access::Allow),
             (&get, "/sign-in", None, Access::Allow),
             (&post, "/sign-in", None, Access::Allow),

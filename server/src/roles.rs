@@ -45,8 +45,8 @@ pub async fn roles_page(
     render(&app, state, &who, editing.as_deref(), notice, None).await
 }
 
-/// `POST /roles` with `name` and `grant.<resource>.<verb>` checkboxes: creates or
-/// replaces the custom role.
+/// `POST /roles` with `name` and `grant.<resource>.<verb>` checkboxes: creates the custom
+/// role, or with `version` (the edit form's) changes it.
 pub async fn save_role(
     State(app): State<AppState>,
     Who(who): Who,
@@ -65,9 +65,11 @@ pub async fn save_role(
         .filter(|(resource, verb)| form.get(&format!("grant.{resource}.{verb}")) == "on")
         .map(|(resource, verb)| (resource.to_owned(), verb.to_owned()))
         .collect();
+    let version = form.get("version");
     let command = SaveRole {
         name: form.get("name").to_owned(),
         grants,
+        version: (!version.is_empty()).then(|| version.to_owned()),
     };
     match app.console.save_role(&who, &command).await {
         Ok(name) => back("saved", name.as_str()),
@@ -77,6 +79,22 @@ pub async fn save_role(
                 ..
             },
         ) => error_page(state.locale, &app_error(error, AppError::Forbidden)),
+        Err(ServiceError::Conflict {
+            by: Decider::Console,
+            ..
+        }) if command.version.is_some() => {
+            // The form shows the role as it is now, to make the change again.
+            let refused = (AppError::RoleChanged, None);
+            let editing = command.name.trim().to_owned();
+            render(&app, state, &who, Some(&editing), None, Some(refused)).await
+        }
+        Err(ServiceError::Conflict {
+            by: Decider::Console,
+            ..
+        }) => {
+            let refused = (AppError::RoleExists, Some(typed));
+            render(&app, state, &who, None, None, Some(refused)).await
+        }
         Err(error) => {
             let refused = (app_error(error, AppError::InvalidRole), Some(typed));
             render(&app, state, &who, None, None, Some(refused)).await

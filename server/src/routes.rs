@@ -1,4 +1,5 @@
-//! The router: every route and layer of the console, built by one function.
+//! The routers: every route and layer of the console, built by one function, and the
+//! metrics listener's one route.
 
 use std::sync::Arc;
 
@@ -28,9 +29,6 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// Shared: the state is cloned for every request by each layer that takes it.
     pub leptos: Arc<LeptosOptions>,
-    /// What `/metrics` serves: the identity metrics, and the controllers' when they run in
-    /// this process ([`crate::startup::metrics_registry`]).
-    pub metrics: Arc<Registry>,
     /// Cancelled when the console begins to shut down: long-lived responses (the live
     /// event streams) end then, so the graceful shutdown does not wait on open pages.
     pub stopping: tokio_util::sync::CancellationToken,
@@ -136,7 +134,6 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
         .route(paths::KUBECONFIG, get(oidc::kubeconfig))
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
-        .route("/metrics", get(handlers::metrics))
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .fallback(leptos_axum::file_and_error_handler_with_context::<
             AppState,
@@ -154,4 +151,13 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
             middleware::security_headers,
         ))
         .with_state(state)
+}
+
+/// The metrics listener's surface (`--metrics-listen`): `GET /metrics` with `registry`
+/// ([`crate::startup::metrics_registry`]), nothing else. No session, no page: it is on a
+/// port of its own so that the chart's NetworkPolicy keeps it to the cluster network.
+pub fn metrics_router(registry: Arc<Registry>) -> Router {
+    Router::new()
+        .route("/metrics", get(handlers::metrics))
+        .with_state(registry)
 }

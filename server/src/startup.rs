@@ -59,32 +59,74 @@ pub async fn bootstrap_admin(accounts: &Accounts) -> Result<(), IdentityError> {
 /// Serves until SIGINT or SIGTERM, then finishes requests in flight and closes the
 /// database.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {} (BANLIEUE_LISTEN)", config.listen))?;
+    let listeners = Listeners::bind(&config).await?;
     let shutdown = shutdown_signal().context("cannot install signal handlers")?;
-    serve_on(listener, config, shutdown).await
+    serve_on(listeners, config, shutdown).await
+}
+
+/// The sockets `serve` answers on.
+pub struct Listeners {
+    /// The console: pages, forms, the issuer, the probes ([`Config::listen`]).
+    pub console: tokio::net::TcpListener,
+    /// `GET /metrics` alone, plain HTTP ([`Config::metrics_listen`]); none: metrics are
+    /// counted but not served.
+    pub metrics: Option<tokio::net::TcpListener>,
+}
+
+impl Listeners {
+    /// Binds [`Config::listen`] and, when set, [`Config::metrics_listen`]. Errors: an
+    /// address that cannot be bound, naming its setting.
+    pub async fn bind(config: &Config) -> anyhow::Result<Self> {
+        Ok(Self {
+            console: bind(config.listen, "BANLIEUE_LISTEN").await?,
+            metrics: match config.metrics_listen {
+                Some(address) => Some(bind(address, "BANLIEUE_METRICS_LISTEN").await?),
+                None => None,
+            },
+        })
+    }
+}
+
+async fn bind(address: SocketAddr, setting: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen on {address} ({setting})"))
+}
+
+/// Serves `GET /metrics` of `registry` on `listener` until `stopping` is cancelled.
+async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    registry: Arc<Registry>,
+    stopping: tokio_util::sync::CancellationToken,
+) {
+    let served = axum::serve(listener, crate::metrics_router(registry))
+        .with_graceful_shutdown(stopping.cancelled_owned())
+        .await;
+    if let Err(error) = served {
+        tracing::error!(%error, "the metrics listener stopped");
+    }
 }
 
 /// How long a shutdown waits for requests in flight (within Kubernetes' default 30 s
 /// termination grace period, leaving time to release the controllers' Lease).
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// Serves on `listener` until `shutdown` completes: opens the database (creating the
+/// Serves on `listeners` until `shutdown` completes: opens the database (creating the
 /// first admin on an empty one), prepares the issuer, and starts the background tasks.
-/// With [`Config::tls`] the listener serves HTTPS only, its certificate reloaded when the
-/// files change ([`crate::tls::TlsListener::with_reloading`]).
+/// With [`Config::tls`] the console's listener serves HTTPS only, its certificate reloaded
+/// when the files change ([`crate::tls::TlsListener::with_reloading`]); the metrics
+/// listener stays plain HTTP.
 pub async fn serve_on(
-    listener: tokio::net::TcpListener,
+    listeners: Listeners,
     mut config: Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let local = listener.local_addr()?;
+    let local = listeners.console.local_addr()?;
     // Before anything else starts: a pair that no longer loads stops the start here.
     let listener = match config.tls.clone() {
-        None => Listening::Plain(listener),
+        None => Listening::Plain(listeners.console),
         Some(files) => Listening::Tls(crate::tls::TlsListener::with_reloading(
-            listener,
+            listeners.console,
             files,
             crate::tls::RELOAD_INTERVAL,
         )?),
@@ -129,19 +171,23 @@ pub async fn serve_on(
         )?),
         _ => None,
     };
-    let metrics = metrics_registry(
+    let metrics = Arc::new(metrics_registry(
         &accounts,
         controllers.is_some().then_some(&*cluster_metrics),
-    );
+    ));
     let leptos = leptos_options(&config);
     tracing::info!(
         listen = %local,
         external_url = %config.external_url,
         https = config.tls.is_some(),
+        metrics = ?config.metrics_listen,
         "serving"
     );
     let console = crate::routes::use_cases(&accounts, kube, &config);
     let stopping = tokio_util::sync::CancellationToken::new();
+    let metrics_served = listeners
+        .metrics
+        .map(|listener| tokio::spawn(serve_metrics(listener, metrics, stopping.clone())));
     if console.has_cluster() {
         // The users the console may impersonate follow its database.
         tokio::spawn(keep_impersonable_users(console.clone(), stopping.clone()));
@@ -152,7 +198,6 @@ pub async fn serve_on(
         issuer,
         config: Arc::new(config),
         leptos: Arc::new(leptos),
-        metrics: Arc::new(metrics),
         stopping: stopping.clone(),
     };
     let app = router(state, sessions);
@@ -161,6 +206,10 @@ pub async fn serve_on(
         // A no-op tap: axum gives `ConnectInfo<SocketAddr>` (the peer address the
         // client-address layer reads) for tapped listeners of any kind.
         Listening::Tls(tls) => serve_until(tls.tap_io(|_| {}), app, shutdown, stopping).await?,
+    }
+    if let Some(metrics_served) = metrics_served {
+        // A scraper holding its connection open must not keep the process up.
+        metrics_served.abort();
     }
     let _ = stop_controllers.send(true);
     if let Some(controllers) = controllers {
@@ -232,10 +281,9 @@ where
     Ok(())
 }
 
-/// What `/metrics` serves: the identity metrics of `accounts` (sign-ins, tokens, refresh
-/// reuse) and, when the controllers run in this process, theirs. Without them (no cluster,
-/// `--run-controllers=false`, or a separate `controllers` process) the controller metrics
-/// are absent rather than zero.
+/// What `serve`'s `/metrics` serves: the identity metrics of `accounts` (sign-ins, tokens,
+/// refresh reuse) and, when the controllers run in this process, theirs. Without them (no
+/// cluster, `--run-controllers=false`) the controller metrics are absent rather than zero.
 pub fn metrics_registry(accounts: &Accounts, controllers: Option<&cluster::Metrics>) -> Registry {
     let mut registry = Registry::default();
     accounts.metrics().register(&mut registry);
@@ -362,12 +410,26 @@ pub async fn run_controllers(
     if args.simulated_provider {
         controllers.simulated_provider = Some(cluster::SimulatedProviderConfig::default());
     }
+    let metrics_listener = match config.metrics_listen {
+        Some(address) => Some(bind(address, "BANLIEUE_METRICS_LISTEN").await?),
+        None => None,
+    };
     let shutdown = shutdown_signal().context("cannot install signal handlers")?;
-    // This process has no HTTP listener, so its metrics are counted but not exported; run
-    // the controllers inside `serve` to have them on `/metrics`.
     let metrics = Arc::new(cluster::Metrics::default());
-    cluster::run_controllers(access.console_client()?, controllers, metrics, shutdown).await?;
-    Ok(())
+    let stopping = tokio_util::sync::CancellationToken::new();
+    if let Some(listener) = metrics_listener {
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        tokio::spawn(serve_metrics(
+            listener,
+            Arc::new(registry),
+            stopping.clone(),
+        ));
+    }
+    let ran =
+        cluster::run_controllers(access.console_client()?, controllers, metrics, shutdown).await;
+    stopping.cancel();
+    Ok(ran?)
 }
 
 /// The controllers' settings: the Lease in the console's namespace, this process as the

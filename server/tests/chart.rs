@@ -322,6 +322,11 @@ fn the_rendered_deployment_is_a_configuration_the_console_accepts() {
         Value::from(config.listen.port()),
         container["ports"][0]["containerPort"]
     );
+    assert_eq!(container["ports"][1]["name"], "metrics");
+    assert_eq!(
+        config.metrics_listen.map(|a| Value::from(a.port())),
+        Some(container["ports"][1]["containerPort"].clone())
+    );
     assert_eq!(config.namespace, cluster::chart::RELEASE_NAMESPACE);
     assert_eq!(
         banlieue_store::sqlite_file(&config.database_url).unwrap(),

@@ -626,22 +626,90 @@ async fn an_admin_creates_a_custom_role_that_changes_a_users_rights() {
     let carl = app.user("carl").await;
     assert!(carl.roles.contains("claimer"), "{:?}", carl.roles);
 
-    // Another admin who changes the role does not come to hold it.
+    // The blank form cannot replace a role by naming it: creating is not editing.
+    let rules_of = |body: &str| {
+        let row = body
+            .split("data-role=\"claimer\"")
+            .nth(1)
+            .unwrap_or_default();
+        row[..row.find("</tr>").unwrap_or(row.len())].to_owned()
+    };
+    let before = rules_of(&app.send(get("/roles", Some(&admin))).await.body);
+    let replaced = app
+        .send(post_form(
+            "/roles",
+            form(&[("name", "claimer"), ("grant.virtualmachines.get", "on")]),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(replaced.status, StatusCode::CONFLICT, "{}", replaced.body);
+    assert!(
+        replaced
+            .alert()
+            .unwrap()
+            .starts_with("A role with this name exists"),
+        "{:?}",
+        replaced.alert()
+    );
+    assert!(
+        ticked(&replaced.body, "grant.virtualmachines.get"),
+        "what was ticked is kept"
+    );
+    assert_eq!(
+        rules_of(&app.send(get("/roles", Some(&admin))).await.body),
+        before,
+        "its rules are unchanged"
+    );
+
+    // Another admin who changes the role does not come to hold it; an edit carries the
+    // version it was opened on, and a stale one is refused.
     app.create_user("eve", PASSWORD, &["admin"], false).await;
     let eve = app.sign_in("eve", PASSWORD).await;
+    let edit_form = app.send(get("/roles?edit=claimer", Some(&eve))).await.body;
+    assert!(edit_form.contains("Change the custom role"), "{edit_form}");
+    let version = edit_form
+        .split("name=\"version\" value=\"")
+        .nth(1)
+        .map(|v| v[..v.find('"').unwrap()].to_owned())
+        .expect("the edit form carries the role's version");
+    let edit = |version: &str, extra: &'static str| {
+        form(&[
+            ("version", version),
+            ("name", "claimer"),
+            ("grant.virtualmachineclaims.create", "on"),
+            ("grant.virtualmachineclaims.list", "on"),
+            (extra, "on"),
+        ])
+    };
     let changed = app
         .send(post_form(
             "/roles",
-            form(&[
-                ("name", "claimer"),
-                ("grant.virtualmachineclaims.create", "on"),
-                ("grant.virtualmachineclaims.list", "on"),
-                ("grant.virtualmachineclaims.get", "on"),
-            ]),
+            edit(&version, "grant.virtualmachineclaims.get"),
             Some(&eve),
         ))
         .await;
     assert_eq!(changed.status, StatusCode::SEE_OTHER, "{}", changed.body);
+    let stale = app
+        .send(post_form(
+            "/roles",
+            edit(&version, "grant.virtualmachineclaims.delete"),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(stale.status, StatusCode::CONFLICT, "{}", stale.body);
+    assert!(
+        stale
+            .alert()
+            .unwrap()
+            .starts_with("Someone else changed this role"),
+        "{:?}",
+        stale.alert()
+    );
+    assert!(
+        ticked(&stale.body, "grant.virtualmachineclaims.get")
+            && !ticked(&stale.body, "grant.virtualmachineclaims.delete"),
+        "the form shows the role as it is now"
+    );
     assert!(!app.user("eve").await.roles.contains("claimer"));
     let events = app.store().recent_audit(50).await.unwrap();
     assert!(
@@ -889,7 +957,7 @@ async fn a_refused_role_form_keeps_what_was_typed_and_ticked() {
             "virtualmachineclaims",
             "virtualmachines",
         ] {
-            for verb in ["get", "list", "watch", "create", "update", "delete"] {
+            for verb in services::CUSTOM_ROLE_VERBS {
                 let field = format!("grant.{resource}.{verb}");
                 assert_eq!(
                     ticked(&refused.body, &field),

@@ -1,5 +1,5 @@
-//! `/metrics` (SPEC §9) through the router: public, in the OpenMetrics text format, counting
-//! what really happened — sign-ins by result here, claims and binds against the dev cluster
+//! `/metrics` (SPEC §9) on the metrics listener, never on the console's port: no
+//! credentials, in the OpenMetrics text format, counting what really happened — sign-ins by result here, claims and binds against the dev cluster
 //! (tokens and refresh reuse are in `oidc.rs`, next to the OIDC flow's helpers).
 
 mod support;
@@ -15,6 +15,15 @@ const PASSWORD: &str = "correct horse battery";
 #[tokio::test]
 async fn sign_ins_are_counted_by_result_and_served_without_a_session() {
     let app = TestApp::new().await;
+    let on_the_console_port = app.send(get("/metrics", None)).await;
+    assert_eq!(
+        (
+            on_the_console_port.status,
+            on_the_console_port.header("location").as_deref()
+        ),
+        (StatusCode::SEE_OTHER, Some("/sign-in?next=%2Fmetrics")),
+        "the console's port serves no metrics: it is a page like any other"
+    );
     app.create_user("alice", PASSWORD, &["developer"], false)
         .await;
     let before = app.metrics().await;
@@ -34,7 +43,7 @@ async fn sign_ins_are_counted_by_result_and_served_without_a_session() {
     assert_ne!(wrong.status, StatusCode::SEE_OTHER, "{}", wrong.body);
     app.sign_in("alice", PASSWORD).await;
 
-    let response = app.send(get("/metrics", None)).await;
+    let response = app.scrape().await;
     assert_eq!(response.status, StatusCode::OK);
     assert_eq!(
         response.header("content-type").as_deref(),
@@ -165,12 +174,18 @@ async fn scrape(address: std::net::SocketAddr) -> (String, String) {
     (head.to_owned(), body.to_owned())
 }
 
-/// The console as `serve` starts it, with the dev cluster, on a loopback port; extra
-/// `args` appended. Runs until the test's runtime ends.
-async fn serve_with_dev_cluster(dir: &std::path::Path, args: &[&str]) -> std::net::SocketAddr {
+/// The console as `serve` starts it, with the dev cluster, on a loopback port and its
+/// metrics listener on another; extra `args` appended. Runs until the test's runtime
+/// ends. Returns the console's address and the metrics listener's.
+async fn serve_with_dev_cluster(
+    dir: &std::path::Path,
+    args: &[&str],
+) -> (std::net::SocketAddr, std::net::SocketAddr) {
     use clap::Parser;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
+    let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics_address = metrics.local_addr().unwrap();
     let external = format!("http://{address}");
     let database = format!("sqlite://{}/console.db", dir.display());
     let cluster_dir = dir.join("cluster");
@@ -192,20 +207,25 @@ async fn serve_with_dev_cluster(dir: &std::path::Path, args: &[&str]) -> std::ne
         .settings
         .validate()
         .unwrap();
+    let listeners = server::startup::Listeners {
+        console: listener,
+        metrics: Some(metrics),
+    };
     tokio::spawn(server::startup::serve_on(
-        listener,
+        listeners,
         config,
         std::future::pending(),
     ));
-    address
+    (address, metrics_address)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_exports_the_controllers_metrics_only_when_it_runs_them() {
     let with = tempfile::tempdir().unwrap();
     let without = tempfile::tempdir().unwrap();
-    let running = serve_with_dev_cluster(with.path(), &[]).await;
-    let not_running = serve_with_dev_cluster(without.path(), &["--run-controllers=false"]).await;
+    let (console, running) = serve_with_dev_cluster(with.path(), &[]).await;
+    let (_, not_running) =
+        serve_with_dev_cluster(without.path(), &["--run-controllers=false"]).await;
 
     let mut last = String::new();
     // The listener is bound before start-up: a scrape waits until the console serves.
@@ -239,6 +259,12 @@ async fn serve_exports_the_controllers_metrics_only_when_it_runs_them() {
     assert_eq!(
         sample(&last, "banlieue_claim_bind_latency_seconds_count"),
         Some(0.0)
+    );
+
+    let (head, _) = scrape(console).await;
+    assert!(
+        head.starts_with("HTTP/1.1 303") && head.contains("location: /sign-in"),
+        "the console's port serves no metrics: {head}"
     );
 
     let (head, body) = scrape(not_running).await;

@@ -161,3 +161,44 @@ async fn health_probes_answer_without_a_session() {
         StatusCode::SERVICE_UNAVAILABLE
     );
 }
+
+#[tokio::test]
+async fn refusals_outside_a_form_are_console_pages_with_a_way_onward() {
+    let app = TestApp::new().await;
+    app.create_user("dev", "correct horse battery", &["developer"], false)
+        .await;
+    let dev = app.sign_in("dev", "correct horse battery").await;
+    let looks_like_the_console = |page: &TestResponse| {
+        page.body.contains(&format!(
+            "<link rel=\"stylesheet\" href=\"{}\"",
+            app::STYLESHEET
+        )) && page.body.contains("class=\"min-h-screen bg-slate-50")
+    };
+
+    // A page for admins only, forged by a developer.
+    let forged = app.send(get("/roles", Some(&dev))).await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    assert!(looks_like_the_console(&forged), "{}", forged.body);
+    assert!(forged.body.contains("<a href=\"/\""), "{}", forged.body);
+    assert!(forged.body.contains(">Go to the dashboard<"));
+
+    // A form posted after the session ended: a way to sign in again, in Japanese too.
+    for (language, link) in [("en", ">Sign in<"), ("ja", ">サインイン<")] {
+        let request = Request::post("/account/sessions/revoke-all")
+            .header(header::ORIGIN, ORIGIN)
+            .header(header::ACCEPT_LANGUAGE, language)
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let ended = app.send(request).await;
+        assert_eq!(ended.status, StatusCode::UNAUTHORIZED);
+        assert!(looks_like_the_console(&ended), "{}", ended.body);
+        assert!(ended.body.contains(&format!("<html lang=\"{language}\"")));
+        assert!(
+            ended.body.contains("<a href=\"/sign-in\""),
+            "{}",
+            ended.body
+        );
+        assert!(ended.body.contains(link), "{}", ended.body);
+    }
+}

@@ -32,6 +32,8 @@ const REDIRECT: &str = "http://127.0.0.1:53124/callback";
 struct Replica {
     child: Child,
     base: String,
+    /// Its metrics listener, `http://127.0.0.1:<port>`.
+    metrics: String,
     stderr: Arc<Mutex<Vec<String>>>,
 }
 
@@ -45,11 +47,14 @@ impl Replica {
         env: &[(String, String)],
         http: &reqwest::Client,
     ) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let free_port = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        };
+        let (port, metrics_port) = (free_port(), free_port());
         let mut child = Command::new(env!("CARGO_BIN_EXE_banlieue-console"))
             .arg("serve")
             .env_clear()
@@ -57,6 +62,10 @@ impl Replica {
             .env("BANLIEUE_DATABASE_URL", database)
             .env("BANLIEUE_KEY_ENCRYPTION_KEY_FILE", kek)
             .env("BANLIEUE_LISTEN", format!("127.0.0.1:{port}"))
+            .env(
+                "BANLIEUE_METRICS_LISTEN",
+                format!("127.0.0.1:{metrics_port}"),
+            )
             .env("BANLIEUE_EXTERNAL_URL", ORIGIN)
             .env("BANLIEUE_SIGNING_KEY_ACTIVATION_MINUTES", "1")
             // The tests are the proxy: X-Forwarded-For names the storm's many clients.
@@ -78,6 +87,7 @@ impl Replica {
         let mut replica = Self {
             child,
             base: format!("http://127.0.0.1:{port}"),
+            metrics: format!("http://127.0.0.1:{metrics_port}"),
             stderr,
         };
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -908,7 +918,10 @@ impl Pair {
     async fn pool_reconciles(&self, replica: usize) -> f64 {
         let exposition = self
             .http
-            .get(format!("{}/metrics", self.base(replica)))
+            .get(format!(
+                "{}/metrics",
+                self.replicas[replica % self.replicas.len()].metrics
+            ))
             .send()
             .await
             .unwrap()

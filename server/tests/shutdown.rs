@@ -1,4 +1,5 @@
-//! Stopping: a client that never finishes its request does not hold the console up.
+//! Stopping: a client that never finishes its request, on the console's port or the
+//! metrics one, does not hold the console up.
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,12 @@ async fn a_half_sent_request_does_not_hold_up_the_shutdown() {
     let dir = tempfile::tempdir().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
+    let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics_address = metrics.local_addr().unwrap();
+    let listeners = server::startup::Listeners {
+        console: listener,
+        metrics: Some(metrics),
+    };
     let database = format!("sqlite://{}/console.db", dir.path().display());
     let external = format!("http://{address}");
     let config = server::config::Cli::try_parse_from([
@@ -24,7 +31,7 @@ async fn a_half_sent_request_does_not_hold_up_the_shutdown() {
     .validate()
     .unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(server::startup::serve_on(listener, config, async move {
+    let serving = tokio::spawn(server::startup::serve_on(listeners, config, async move {
         let _ = stopped.await;
     }));
     // Headers without their closing blank line: the request never completes.
@@ -35,6 +42,13 @@ async fn a_half_sent_request_does_not_hold_up_the_shutdown() {
         }
     };
     slow.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    let mut slow_scrape = tokio::net::TcpStream::connect(metrics_address)
+        .await
+        .unwrap();
+    slow_scrape
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: prometheus\r\n")
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -50,5 +64,5 @@ async fn a_half_sent_request_does_not_hold_up_the_shutdown() {
         "{:?}",
         asked.elapsed()
     );
-    drop(slow);
+    drop((slow, slow_scrape));
 }

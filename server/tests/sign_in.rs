@@ -751,3 +751,57 @@ async fn behind_a_trusted_proxy_the_forwarded_address_is_the_clients() {
     direct.send(failed_from([10, 0, 0, 5], "203.0.113.9")).await;
     assert_eq!(sources(&direct).await, ["10.0.0.5"]);
 }
+
+#[tokio::test]
+async fn a_deep_link_survives_the_sign_in_but_never_leads_off_the_site() {
+    let app = TestApp::new().await;
+    app.create_user("alice", PASSWORD, &["developer"], false)
+        .await;
+    let asked = app.send(get("/account?tab=sessions", None)).await;
+    assert_eq!(asked.status, StatusCode::SEE_OTHER);
+    let to_sign_in = asked.location().unwrap().to_owned();
+    assert_eq!(to_sign_in, "/sign-in?next=%2Faccount%3Ftab%3Dsessions");
+    let page = app.send(get(&to_sign_in, None)).await;
+    assert!(
+        page.body
+            .contains("action=\"/sign-in?next=%2Faccount%3Ftab%3Dsessions\""),
+        "the form posts the return path along: {}",
+        page.body
+    );
+    let credentials = || form(&[("user_name", "alice"), ("password", PASSWORD)]);
+    // A refusal keeps it too.
+    let wrong = app
+        .send(post_form(
+            &to_sign_in,
+            form(&[("user_name", "alice"), ("password", "wrong")]),
+            None,
+        ))
+        .await;
+    assert!(wrong.body.contains("action=\"/sign-in?next=%2Faccount"));
+    let signed_in = app.send(post_form(&to_sign_in, credentials(), None)).await;
+    assert_eq!(signed_in.status, StatusCode::SEE_OTHER);
+    assert_eq!(signed_in.location(), Some("/account?tab=sessions"));
+
+    // The dashboard needs no return path; other sites, schemes and the sign-in page
+    // itself are never followed.
+    let root = app.send(get("/", None)).await;
+    assert_eq!(root.location(), Some("/sign-in"));
+    for next in [
+        "https%3A%2F%2Fevil.example%2F",
+        "%2F%2Fevil.example",
+        "%2F%5Cevil.example",
+        "%2F%09%2Fevil.example",
+        "javascript%3Aalert(1)",
+        "%2Fsign-in%3Fnext%3D%252Fusers",
+        "%2Fsign-out",
+    ] {
+        let signed_in = app
+            .send(post_form(
+                &format!("/sign-in?next={next}"),
+                credentials(),
+                None,
+            ))
+            .await;
+        assert_eq!(signed_in.location(), Some("/"), "next={next}");
+    }
+}

@@ -286,7 +286,7 @@ async fn what_can_i_do_is_what_the_real_api_server_answers_for_each_role() {
         let cookie = app.sign_in(&user, PASSWORD).await;
         let page = app.send(get("/account", Some(&cookie))).await;
         let shown = access_matrix(&page.body);
-        assert_eq!(shown.len(), 18, "3 resources × 6 verbs: {shown:?}");
+        assert_eq!(shown.len(), 21, "3 resources × 7 verbs: {shown:?}");
         let as_them = bed
             .impersonating(
                 &format!("console:{user}"),

@@ -143,7 +143,11 @@ async fn the_console_serves_https_and_follows_its_certificate_files() {
     .unwrap();
     assert!(config.tls.is_some());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(server::startup::serve_on(listener, config, async move {
+    let listeners = server::startup::Listeners {
+        console: listener,
+        metrics: None,
+    };
+    let serving = tokio::spawn(server::startup::serve_on(listeners, config, async move {
         let _ = stopped.await;
     }));
 

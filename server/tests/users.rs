@@ -374,6 +374,15 @@ async fn hand_edited_addresses_get_pages_not_crashes() {
         let page = app.send(get(path, Some(&admin))).await;
         assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.body);
     }
+    // A page past the end is the last page, and says so.
+    let past = app.send(get("/users?page=99999", Some(&admin))).await;
+    assert!(past.body.contains("Page 1 of 1"), "{}", past.body);
+    assert!(
+        past.body.contains(">root<"),
+        "the last page's users are listed"
+    );
+    let past = app.send(get("/audit?page=99999", Some(&admin))).await;
+    assert!(past.body.contains("Page 1 of 1"), "{}", past.body);
     let reload = app.send(get("/users/root/disable", Some(&admin))).await;
     assert_eq!(reload.status, StatusCode::METHOD_NOT_ALLOWED);
     assert!(
@@ -411,21 +420,87 @@ async fn action_results_keep_the_user_page_address_for_the_language_switch() {
 }
 
 #[tokio::test]
-async fn profiles_refuse_control_characters_and_actions_need_a_version() {
+async fn profiles_refuse_hidden_characters_and_actions_need_a_version() {
     let (app, admin) = with_admin().await;
-    let bad = app
-        .send(post_form(
+    let create = |display_name: &'static str, email: &'static str| {
+        post_form(
             "/users",
             form(&[
                 ("name", "eve"),
-                ("display_name", "a\u{0}b\u{1b}[31m"),
+                ("display_name", display_name),
+                ("email", email),
                 ("password_mode", "generate"),
             ]),
             Some(&admin),
+        )
+    };
+    for hidden in [
+        "a\u{0}b\u{1b}[31m",
+        // Reads as "admin" to others.
+        "adm\u{200b}in",
+        // Right-to-left override, and an isolate: the text shows in another order.
+        "\u{202e}nimda",
+        "\u{2067}eve\u{2069}",
+        "eve\u{2028}admin",
+        "\u{feff}eve",
+    ] {
+        let bad = app.send(create(hidden, "")).await;
+        assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{hidden:?}");
+        assert!(
+            bad.alert()
+                .unwrap()
+                .contains("invisible or reordering characters"),
+            "{hidden:?}: {:?}",
+            bad.alert()
+        );
+    }
+    for not_an_address in [
+        "eve",
+        "eve@",
+        "eve@localhost",
+        "Eve <eve@example.org>",
+        "eve@[192.0.2.1]",
+        "eve@example.org\u{200b}",
+    ] {
+        let bad = app.send(create("Eve", not_an_address)).await;
+        assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{not_an_address:?}");
+        let alert = bad.alert().unwrap();
+        assert!(
+            alert.contains("not an address") || alert.contains("invisible"),
+            "{not_an_address:?}: {alert}"
+        );
+    }
+    let kept = app.send(create("Eve", "eve@@example.org")).await;
+    assert!(
+        kept.body.contains("value=\"eve@@example.org\""),
+        "what was typed is kept"
+    );
+    assert!(
+        app.store()
+            .user_by_name(&banlieue_domain::UserName::parse("eve").unwrap())
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing was created"
+    );
+    // Scripts, accents and emoji are fine; the address may be empty.
+    let fine = app
+        .send(create("山田 Ève 🙂", "eve.y+console@example.org"))
+        .await;
+    assert_eq!(fine.status, StatusCode::SEE_OTHER, "{:?}", fine.alert());
+    assert_eq!(app.user("eve").await.email, "eve.y+console@example.org");
+    let version = version_of(&app.send(get("/users/eve", Some(&admin))).await.body);
+    let edit = app
+        .send(post_form(
+            "/users/eve",
+            form(&[("version", &version), ("email", "eve at example.org")]),
+            Some(&admin),
         ))
         .await;
-    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
-    assert!(bad.alert().unwrap().contains("control characters"));
+    assert_eq!(edit.status, StatusCode::BAD_REQUEST);
+    assert!(edit.alert().unwrap().contains("not an address"));
+    assert_eq!(app.user("eve").await.email, "eve.y+console@example.org");
+
     app.create_user("bob", PASSWORD, &[], false).await;
     let no_version = app
         .send(post_form("/users/bob/disable", "", Some(&admin)))

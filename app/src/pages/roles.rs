@@ -18,12 +18,27 @@ pub fn Roles() -> impl IntoView {
     };
     let card = "rounded-2xl border border-slate-200 bg-white p-6 shadow-sm dark:border-slate-800 dark:bg-slate-900";
     let editing = view.editing.clone();
-    // After a refused save, what was typed and ticked; else the role being edited.
-    let typed = state.feedback.as_ref().map(|f| f.values.clone());
-    let typed_name = match (&typed, &editing) {
-        (Some(values), _) => values.get("name").cloned().unwrap_or_default(),
-        (None, Some(role)) => role.name.clone(),
-        (None, None) => String::new(),
+    // After a refused save, what was typed and ticked; else the role being edited (also
+    // after a stale edit, which is answered with the role as it is now).
+    let typed = state
+        .feedback
+        .as_ref()
+        .map(|f| f.values.clone())
+        .filter(|values| !values.is_empty());
+    let (typed_name, version) = match (&typed, &editing) {
+        (Some(values), _) => (
+            values.get("name").cloned().unwrap_or_default(),
+            values.get("version").cloned().unwrap_or_default(),
+        ),
+        (None, Some(role)) => (role.name.clone(), role.version.clone()),
+        (None, None) => (String::new(), String::new()),
+    };
+    // An edit changes the role it was opened on; a new role is another form.
+    let is_edit = !version.is_empty();
+    let title = if is_edit {
+        locale.t_with("roles-form-edit-title", &[("name", typed_name.clone())])
+    } else {
+        locale.t("roles-form-title")
     };
     let granted = move |resource: &str, verb: &str| match &typed {
         Some(values) => values
@@ -42,12 +57,18 @@ pub fn Roles() -> impl IntoView {
             <RoleList title=locale.t("roles-builtin-title") roles=view.builtin editable=false locale />
             <RoleList title=locale.t("roles-custom-title") roles=view.custom editable=true locale />
             <section class=card aria-labelledby="role-form">
-                <h2 id="role-form" class="mb-2 text-lg font-semibold">{locale.t("roles-form-title")}</h2>
+                <h2 id="role-form" class="mb-2 text-lg font-semibold">{title}</h2>
                 <p class="mb-4 text-sm text-slate-600 dark:text-slate-300">{locale.t("roles-form-help")}</p>
+                {is_edit.then(|| view! {
+                    <p class="mb-4 text-sm">
+                        <a class="underline" href=paths::ROLES>{locale.t("roles-form-new")}</a>
+                    </p>
+                })}
                 <form method="post" action=paths::ROLES class="space-y-4" on:submit=submit_once("role")>
+                    {is_edit.then(|| view! { <input type="hidden" name="version" value=version.clone() /> })}
                     <label class="block text-sm font-medium">
                         {locale.t("roles-name")}
-                        <input class=INPUT_CLASS type="text" name="name" value=typed_name required autocapitalize="none" spellcheck="false" />
+                        <input class=INPUT_CLASS type="text" name="name" value=typed_name required readonly=is_edit autocapitalize="none" spellcheck="false" />
                     </label>
                     <table class="text-sm" data-testid="role-grid">
                         <thead>

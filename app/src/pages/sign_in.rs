@@ -5,11 +5,17 @@ use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton, submit_once};
 use crate::{page_state, paths};
 
 /// The sign-in card. Posts to the server, which redirects on success and answers a
-/// refusal with this page and its error (the typed user name kept).
+/// refusal with this page and its error (the typed user name kept). The form posts to
+/// this page's own address, so a `?next=` (where to return after signing in) is kept.
 #[component]
 pub fn SignIn() -> impl IntoView {
     let state = page_state();
     let locale = state.locale;
+    let action = if state.path.starts_with(&format!("{}?", paths::SIGN_IN)) {
+        state.path.clone()
+    } else {
+        paths::SIGN_IN.to_owned()
+    };
     let user_name = state
         .feedback
         .as_ref()
@@ -28,7 +34,7 @@ pub fn SignIn() -> impl IntoView {
                 </h1>
                 <form
                     method="post"
-                    action=paths::SIGN_IN
+                    action=action
                     class="space-y-4"
                     on:submit=submit_once("sign-in")
                 >

@@ -51,6 +51,9 @@ What values.schema.json cannot say, or says and the templates must not rely on (
 {{- if and .Values.tls.secretName (not (hasPrefix "https://" .Values.externalURL)) }}
 {{- fail (printf "tls.secretName is set, so the console serves HTTPS only: externalURL must be https://, not %s" .Values.externalURL) }}
 {{- end }}
+{{- if eq (int .Values.metricsPort) (int .Values.containerPort) }}
+{{- fail (printf "metricsPort and containerPort are both %d: the metrics listener needs a port of its own" (int .Values.containerPort)) }}
+{{- end }}
 {{- if and .Values.ingress.enabled (contains ":" (urlParse .Values.externalURL).host) }}
 {{- fail (printf "ingress.enabled: the Ingress host is externalURL's, which must then have no port (%s)" .Values.externalURL) }}
 {{- end }}

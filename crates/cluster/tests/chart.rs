@@ -480,6 +480,11 @@ async fn the_schema_refuses_bad_values() {
         ),
         (&["log.format=xml"], "/log/format"),
         (&["containerPort=70000"], "/containerPort"),
+        (&["metricsPort=0"], "/metricsPort"),
+        (
+            &["networkPolicy.metricsFrom={a}"],
+            "/networkPolicy/metricsFrom/0",
+        ),
         (&["service.port=0"], "/service/port"),
         (
             &[
@@ -577,6 +582,38 @@ async fn sqlite_with_more_than_one_replica_is_refused() {
     assert!(!kinds(&one).contains(&"PodDisruptionBudget".into()));
 }
 
+#[tokio::test]
+async fn the_metrics_port_is_its_own_and_only_the_cluster_reaches_it() {
+    let Some(bed) = testbed() else { return };
+    let rendered = bed.helm_ok(&["template", "metrics", CHART]).await;
+    let objects = chart::parse_documents(&rendered).unwrap();
+    let object = |kind: &str| -> Value {
+        let found = objects.iter().find(|o| kind_of(o) == kind);
+        serde_json::to_value(found.unwrap_or_else(|| panic!("no {kind}"))).unwrap()
+    };
+    assert_eq!(
+        object("NetworkPolicy")["spec"]["ingress"],
+        json!([
+            {"ports": [{"port": "http", "protocol": "TCP"}]},
+            {"ports": [{"port": "metrics", "protocol": "TCP"}], "from": [{"namespaceSelector": {}}]},
+        ]),
+        "the console's port from anywhere, the metrics port from the cluster's pods only"
+    );
+    let service_ports = &object("Service")["spec"]["ports"];
+    assert_eq!(service_ports[1]["name"], "metrics", "{service_ports}");
+    assert_eq!(service_ports[1]["port"], 9464, "{service_ports}");
+
+    let stderr = helm_refuses(
+        &bed,
+        &["template", "same", CHART, "--set", "metricsPort=3000"],
+    )
+    .await;
+    assert!(
+        stderr.contains("metricsPort and containerPort are both 3000"),
+        "{stderr}"
+    );
+}
+
 /// What the values say the console's environment is, by variable: `{"value": …}` or
 /// `{"valueFrom": …}` (README, "Configuration").
 fn expected_env(values: &Value, namespace: &str) -> BTreeMap<String, Value> {
@@ -588,6 +625,10 @@ fn expected_env(values: &Value, namespace: &str) -> BTreeMap<String, Value> {
     set(
         "BANLIEUE_LISTEN",
         plain(format!("0.0.0.0:{}", values["containerPort"])),
+    );
+    set(
+        "BANLIEUE_METRICS_LISTEN",
+        plain(format!("0.0.0.0:{}", values["metricsPort"])),
     );
     set("BANLIEUE_EXTERNAL_URL", plain(text(&values["externalURL"])));
     if values["database"]["type"] == "sqlite" {
@@ -777,10 +818,18 @@ async fn helm_install_runs_the_console_as_the_values_say() {
         } else {
             "https"
         };
-        let port = &container.ports.as_ref().unwrap()[0];
+        let ports: Vec<(Option<&str>, Value)> = container
+            .ports
+            .iter()
+            .flatten()
+            .map(|port| (port.name.as_deref(), Value::from(port.container_port)))
+            .collect();
         assert_eq!(
-            (port.name.as_deref(), Value::from(port.container_port)),
-            (Some(port_name), values["containerPort"].clone()),
+            ports,
+            [
+                (Some(port_name), values["containerPort"].clone()),
+                (Some("metrics"), values["metricsPort"].clone()),
+            ],
             "{file}"
         );
         for (probe, path) in [

@@ -172,6 +172,8 @@ pub struct RolesView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoleRow {
     pub name: String,
+    /// The ClusterRole's `resourceVersion`: what an edit of the role is made from.
+    pub version: String,
     /// One line per rule, e.g. `get, list, watch — virtualmachineclaims (banlieue.io)`.
     pub rules: Vec<String>,
     /// (resource, verb) pairs granted on banlieue.io, for the edit form.

@@ -80,8 +80,12 @@ pub enum AdminError {
     LastAdmin,
     #[error("the typed confirmation does not name the user")]
     ConfirmationMismatch,
-    #[error("the display name or e-mail contains control characters")]
-    ControlCharacters,
+    #[error(
+        "the display name or e-mail contains an invisible or reordering character (a control, format or line-separator character such as U+200B or U+202E)"
+    )]
+    HiddenCharacters,
+    #[error("the e-mail is not an address such as name@example.org")]
+    InvalidEmail,
     #[error(transparent)]
     Internal(#[from] IdentityError),
 }
@@ -117,7 +121,8 @@ pub const USERS_PER_PAGE: i64 = 50;
 pub const AUDIT_PER_PAGE: i64 = 100;
 
 impl Accounts {
-    /// One page (0-based) of users matching `search`.
+    /// One page (0-based) of users matching `search`; past the last page, the last page
+    /// (its number is `offset / USERS_PER_PAGE` of the answer).
     pub async fn list_users(
         &self,
         actor: &Actor,
@@ -532,9 +537,8 @@ fn grantable_roles(
 }
 
 fn check_profile(profile: &UserProfile) -> Result<(), AdminError> {
-    let controls = |s: &str| s.chars().any(char::is_control);
-    if controls(&profile.display_name) || controls(&profile.email) {
-        return Err(AdminError::ControlCharacters);
+    if hides_characters(&profile.display_name) || hides_characters(&profile.email) {
+        return Err(AdminError::HiddenCharacters);
     }
     let too_long = |s: &str| s.trim().chars().count() > MAX_PROFILE_FIELD;
     if too_long(&profile.display_name) || too_long(&profile.email) {
@@ -542,7 +546,39 @@ fn check_profile(profile: &UserProfile) -> Result<(), AdminError> {
             max: MAX_PROFILE_FIELD,
         });
     }
+    let email = profile.email.trim();
+    if !email.is_empty() && !is_email_address(email) {
+        return Err(AdminError::InvalidEmail);
+    }
     Ok(())
+}
+
+/// Whether `text` holds a character that others would not see, or that changes how the
+/// rest is shown: General_Category Cc (controls: NUL, escape sequences), Cf (format:
+/// zero-width spaces and joiners, bidirectional overrides and isolates such as U+202E),
+/// Zl and Zp (line and paragraph separators). A display name is shown to other people,
+/// so one that reads as someone else's (`zw1` as "admin") is refused.
+fn hides_characters(text: &str) -> bool {
+    use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+    text.chars().any(|c| {
+        matches!(
+            c.general_category(),
+            GeneralCategory::Control
+                | GeneralCategory::Format
+                | GeneralCategory::LineSeparator
+                | GeneralCategory::ParagraphSeparator
+        )
+    })
+}
+
+/// Whether `email` is a bare addr-spec (RFC 5322 §3.4.1) with a dotted domain: no
+/// display name (`Alice <a@example.org>`), no address literal (`a@[192.0.2.1]`).
+fn is_email_address(email: &str) -> bool {
+    let options = email_address::Options::default()
+        .without_display_text()
+        .without_domain_literal()
+        .with_required_tld();
+    email_address::EmailAddress::parse_with_options(email, options).is_ok()
 }
 
 fn choose_password(choice: PasswordChoice) -> Result<(Password, Option<String>), AdminError> {

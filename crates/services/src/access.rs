@@ -4,20 +4,12 @@
 use banlieue_domain::views::AccessRow;
 use cluster::impersonation::may;
 
+use crate::roles::{CUSTOM_ROLE_RESOURCES as RESOURCES, CUSTOM_ROLE_VERBS as VERBS};
 use crate::{Console, Principal, Result, ServiceError};
 
-/// The resources of the matrix.
-const RESOURCES: [&str; 3] = [
-    "virtualmachinepools",
-    "virtualmachineclaims",
-    "virtualmachines",
-];
-/// The verbs of the matrix, as Kubernetes names them.
-const VERBS: [&str; 6] = ["get", "list", "watch", "create", "update", "delete"];
-
 impl Console {
-    /// The matrix: for each banlieue resource, whether each verb is allowed in every
-    /// namespace. Empty without a cluster.
+    /// The matrix: for each banlieue resource a custom role may grant, whether each of its
+    /// verbs is allowed in every namespace. Empty without a cluster.
     ///
     /// Errors: a review Kubernetes did not answer ([`ServiceError::Unavailable`] or its
     /// refusal).

@@ -22,7 +22,7 @@ use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostPa
 use kube::{Api, ResourceExt};
 
 use crate::pools::FIELD_MANAGER;
-use crate::{Console, Principal, Result, ServiceError};
+use crate::{Console, Decider, Principal, Result, ServiceError};
 
 /// The label of the chart's built-in roles.
 const BUILTIN_LABEL: &str = "console.banlieue.io/builtin";
@@ -32,17 +32,24 @@ pub const CUSTOM_ROLE_RESOURCES: [&str; 3] = [
     "virtualmachineclaims",
     "virtualmachines",
 ];
-/// …and verbs.
-pub const CUSTOM_ROLE_VERBS: [&str; 6] = ["get", "list", "watch", "create", "update", "delete"];
+/// …and verbs, as Kubernetes names them (saving a pool is a server-side apply: `patch`).
+pub const CUSTOM_ROLE_VERBS: [&str; 7] = [
+    "get", "list", "watch", "create", "update", "patch", "delete",
+];
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
-/// A custom role as its form sends it: a name and `(resource, verb)` grants.
+/// A custom role as its form sends it: a name and `(resource, verb)` grants, and for an
+/// edit the version it was made from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SaveRole {
     /// The role's console name, as typed.
     pub name: String,
     /// `(resource, verb)` pairs from [`CUSTOM_ROLE_RESOURCES`] × [`CUSTOM_ROLE_VERBS`].
     pub grants: Vec<(String, String)>,
+    /// `None`: a new role, refused when one of that name exists. `Some`: an edit of the
+    /// role as it was at this version ([`RoleRow::version`], its ClusterRole's
+    /// `resourceVersion`), refused when it changed since.
+    pub version: Option<String>,
 }
 
 impl Console {
@@ -79,14 +86,16 @@ impl Console {
         })
     }
 
-    /// Creates or replaces a custom role (ClusterRole and ClusterRoleBinding
-    /// `console-role-<name>`, labelled with its name). The author of a new role then
-    /// holds it and so may grant it (audited `role.create`); changing an existing role is
-    /// audited `role.update` and grants nothing. Returns the role's name.
+    /// Creates a custom role (ClusterRole and ClusterRoleBinding `console-role-<name>`,
+    /// labelled with its name), or with [`SaveRole::version`] changes one. The author of a
+    /// new role then holds it and so may grant it (audited `role.create`); changing an
+    /// existing role is audited `role.update` and grants nothing. Returns the role's name.
     ///
     /// Errors: [`ServiceError::Invalid`] (`name`: malformed or built-in; `grants`: none,
-    /// or outside what a custom role may grant); [`ServiceError::Forbidden`] for anyone
-    /// but an admin; Kubernetes refusals; [`ServiceError::NoCluster`],
+    /// or outside what a custom role may grant); [`ServiceError::Conflict`] by the console
+    /// (a new role's name is taken, or the edited role changed since its version);
+    /// [`ServiceError::NotFound`] (the edited role is gone); [`ServiceError::Forbidden`]
+    /// for anyone but an admin; Kubernetes refusals; [`ServiceError::NoCluster`],
     /// [`ServiceError::Unavailable`].
     pub async fn save_role(&self, who: &Principal, command: &SaveRole) -> Result<RoleName> {
         let saved = self.try_save_role(who, command).await;
@@ -111,7 +120,7 @@ impl Console {
             .ok()
             .filter(|name| BuiltinRole::parse(name.as_str()).is_none())
             .ok_or_else(|| ServiceError::invalid("name", "a new name, not a built-in role's"))?;
-        let role = custom_role(&name, &command.grants)?;
+        let mut role = custom_role(&name, &command.grants)?;
         let binding = custom_role_binding(&name);
         let client = self.admin_client(who).await?;
         let (roles, bindings) = (
@@ -119,28 +128,46 @@ impl Console {
             Api::<ClusterRoleBinding>::all(client),
         );
         let object = role.name_any();
-        match roles.create(&PostParams::default(), &role).await {
-            Ok(_) => {
-                if let Err(error) = bindings.create(&PostParams::default(), &binding).await {
-                    // Nothing half-made: the role without its binding goes again.
-                    if let Err(undo) = roles.delete(&object, &DeleteParams::default()).await {
-                        tracing::error!(%undo, role = %object, "cannot remove a ClusterRole whose binding failed");
-                    }
-                    return Err(error.into());
+        let conflict = |reason: &str| ServiceError::Conflict {
+            by: Decider::Console,
+            reason: reason.to_owned(),
+        };
+        let Some(version) = &command.version else {
+            match roles.create(&PostParams::default(), &role).await {
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    return Err(conflict("a role of this name exists"));
                 }
-                self.accounts
-                    .adopt_created_role(&who.actor(), &name)
-                    .await?;
-                Ok((name, Applied::Created))
+                created => created?,
+            };
+            if let Err(error) = bindings.create(&PostParams::default(), &binding).await {
+                // Nothing half-made: the role without its binding goes again.
+                if let Err(undo) = roles.delete(&object, &DeleteParams::default()).await {
+                    tracing::error!(%undo, role = %object, "cannot remove a ClusterRole whose binding failed");
+                }
+                return Err(error.into());
             }
+            self.accounts
+                .adopt_created_role(&who.actor(), &name)
+                .await?;
+            return Ok((name, Applied::Created));
+        };
+        // The binding first: when it is refused, the rules are unchanged.
+        let apply = PatchParams::apply(FIELD_MANAGER).force();
+        bindings
+            .patch(&object, &apply, &Patch::Apply(&binding))
+            .await?;
+        role.metadata.resource_version = Some(version.clone());
+        match roles.replace(&object, &PostParams::default(), &role).await {
+            Ok(_) => Ok((name, Applied::Updated)),
             Err(kube::Error::Api(status)) if status.code == 409 => {
-                // The binding first: when it is refused, the rules are unchanged.
-                let apply = PatchParams::apply(FIELD_MANAGER).force();
-                bindings
-                    .patch(&object, &apply, &Patch::Apply(&binding))
-                    .await?;
-                roles.patch(&object, &apply, &Patch::Apply(&role)).await?;
-                Ok((name, Applied::Updated))
+                Err(conflict("the role changed since this edit began"))
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                // Deleted meanwhile: the binding just applied must not outlive it.
+                if let Err(undo) = bindings.delete(&object, &DeleteParams::default()).await {
+                    tracing::error!(%undo, role = %object, "cannot remove the binding of a deleted role");
+                }
+                Err(ServiceError::not_found("the role was deleted meanwhile"))
             }
             Err(error) => Err(error.into()),
         }
@@ -321,6 +348,7 @@ fn role_row(role: &ClusterRole, name: String, holders: Vec<String>) -> RoleRow {
         .collect();
     RoleRow {
         name,
+        version: role.resource_version().unwrap_or_default(),
         rules: readable,
         grants,
         holders,
@@ -330,7 +358,6 @@ fn role_row(role: &ClusterRole, name: String, holders: Vec<String>) -> RoleRow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Decider;
 
     #[test]
     fn a_grant_outside_the_grid_is_invalid() {

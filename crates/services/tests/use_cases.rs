@@ -327,6 +327,60 @@ async fn pools_are_validated_by_the_crd_bounds_and_refusals_are_audited() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_role_granted_every_pool_verb_edits_and_deletes_pools() {
+    let setup = Setup::start().await;
+    let admin = setup.person("ada", &["admin"]).await;
+    let grants = services::CUSTOM_ROLE_VERBS
+        .iter()
+        .map(|verb| ("virtualmachinepools".to_owned(), (*verb).to_owned()))
+        .collect();
+    let role = SaveRole {
+        name: "pool-keeper".into(),
+        grants,
+        version: None,
+    };
+    setup.console.save_role(&admin, &role).await.unwrap();
+    let keeper = setup.person("kim", &["pool-keeper"]).await;
+    let edited = SavePool {
+        namespace: "demo".into(),
+        name: "sandbox".into(),
+        warm_replicas: "1".into(),
+        max_replicas: "3".into(),
+        image_revision: "r1".into(),
+        cpu: "1".into(),
+        memory: "1Gi".into(),
+        image: "img".into(),
+        provider: "simulated".into(),
+    };
+    // Saving is a server-side apply, which Kubernetes authorizes as `patch`.
+    let saved = setup.console.save_pool(&keeper, &edited).await;
+    assert_eq!(saved.unwrap(), "sandbox");
+    let view = setup
+        .console
+        .pools(&keeper, Some(("demo", "sandbox")))
+        .await
+        .unwrap();
+    assert!(view.can_manage);
+    assert_eq!(view.form.max_replicas, 3);
+    setup
+        .console
+        .delete_pool(&keeper, "demo", "sandbox")
+        .await
+        .unwrap();
+    let access = setup.console.access(&keeper).await.unwrap();
+    let pools = access
+        .iter()
+        .find(|row| row.resource == "virtualmachinepools")
+        .unwrap();
+    assert!(
+        pools.verbs.iter().all(|(_, allowed)| *allowed),
+        "What can I do? shows every verb, patch too: {pools:?}"
+    );
+    assert!(pools.verbs.iter().any(|(verb, _)| verb == "patch"));
+    setup.emulator.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_role_is_made_whole_or_not_at_all() {
     let setup = Setup::start().await;
     let admin = setup.person("ada", &["admin"]).await;
@@ -335,6 +389,7 @@ async fn a_role_is_made_whole_or_not_at_all() {
     let role = SaveRole {
         name: "auditor".into(),
         grants: grants.clone(),
+        version: None,
     };
     let saved = setup.console.save_role(&admin, &role).await.unwrap();
     assert_eq!(saved.as_str(), "auditor");
@@ -342,8 +397,42 @@ async fn a_role_is_made_whole_or_not_at_all() {
     let editing = view.editing.expect("the role being edited");
     assert_eq!(editing.holders, ["ada"], "the author holds a new role");
     assert_eq!(setup.audited("role.create").await[0].result, "success");
-    setup.console.save_role(&admin, &role).await.unwrap();
+    // Creating it again is refused; an edit names the version it was made from.
+    let again = setup.console.save_role(&admin, &role).await;
+    assert!(
+        matches!(
+            again,
+            Err(ServiceError::Conflict {
+                by: Decider::Console,
+                ..
+            })
+        ),
+        "{again:?}"
+    );
+    let edit = |verb: &str| SaveRole {
+        grants: vec![("virtualmachineclaims".to_owned(), verb.to_owned())],
+        version: Some(editing.version.clone()),
+        ..role.clone()
+    };
+    setup
+        .console
+        .save_role(&admin, &edit("list"))
+        .await
+        .unwrap();
     assert_eq!(setup.audited("role.update").await[0].result, "success");
+    // A second edit from the same version would undo the first unseen.
+    let stale = setup.console.save_role(&admin, &edit("watch")).await;
+    assert!(
+        matches!(
+            stale,
+            Err(ServiceError::Conflict {
+                by: Decider::Console,
+                ..
+            })
+        ),
+        "{stale:?}"
+    );
+    assert_eq!(setup.audited("role.save").await[0].result, "conflict");
 
     // Only admins; the console decides before Kubernetes is asked.
     let refused = setup.console.save_role(&developer, &role).await;
@@ -390,6 +479,7 @@ async fn a_role_is_made_whole_or_not_at_all() {
     let half = SaveRole {
         name: "half".into(),
         grants,
+        version: None,
     };
     let refused = setup.console.save_role(&admin, &half).await;
     assert!(
@@ -443,6 +533,7 @@ async fn a_saved_roles_group_is_impersonable_at_once_and_a_deleted_ones_no_more(
     let role = SaveRole {
         name: "auditor".into(),
         grants: vec![("virtualmachineclaims".to_owned(), "get".to_owned())],
+        version: None,
     };
     console.save_role(&admin, &role).await.unwrap();
     assert!(impersonable(&setup.admin).await.contains("console:auditor"));

@@ -1,7 +1,7 @@
 use sqlx::Row;
 use time::OffsetDateTime;
 
-use crate::database::{from_millis, to_millis};
+use crate::database::{from_millis, page_offset, to_millis};
 use crate::{Store, StoreError};
 
 /// One audited action: who did what to which target, from where, with what result
@@ -62,10 +62,14 @@ pub struct AuditQuery {
 pub struct AuditPage {
     pub events: Vec<AuditEvent>,
     pub total: i64,
+    /// The offset of `events[0]`: the one asked for, or the last page's when that was past
+    /// the end (0 when nothing matches).
+    pub offset: i64,
 }
 
 impl Store {
-    /// Events matching `query`, newest first: `limit` from `offset`.
+    /// Events matching `query`, newest first: `limit` (≥ 1) from `offset`, or from the last
+    /// page's first event when `offset` is past the end.
     pub async fn query_audit(
         &self,
         query: &AuditQuery,
@@ -86,6 +90,8 @@ impl Store {
                 .bind(until)
                 .fetch_one(&self.pool)
                 .await?;
+        let limit = limit.max(1);
+        let offset = page_offset(offset, limit, total);
         let rows = sqlx::query(&format!(
             "SELECT at_ms, actor, action, target, source_ip, result, detail FROM audit_events \
              WHERE {filter} ORDER BY id DESC LIMIT $7 OFFSET $8"
@@ -101,7 +107,11 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         let events = rows.iter().map(event_from_row).collect::<Result<_, _>>()?;
-        Ok(AuditPage { events, total })
+        Ok(AuditPage {
+            events,
+            total,
+            offset,
+        })
     }
 
     pub async fn append_audit(&self, event: &AuditEvent) -> Result<(), StoreError> {

@@ -4,7 +4,7 @@ use sqlx::{AnyConnection, Row};
 use time::OffsetDateTime;
 
 use crate::audit::{INSERT_AUDIT, bind_audit};
-use crate::database::{finish, from_millis, is_unique_violation, to_millis};
+use crate::database::{finish, from_millis, is_unique_violation, page_offset, to_millis};
 use crate::{AuditEvent, Backend, Store, StoreError};
 
 /// What [`Store::update_user`] writes: the profile and the roles, all replaced.
@@ -40,6 +40,9 @@ pub struct UserRecord {
 pub struct UserPage {
     pub users: Vec<UserRecord>,
     pub total: i64,
+    /// The offset of `users[0]`: the one asked for, or the last page's when that was past
+    /// the end (0 when nothing matches).
+    pub offset: i64,
 }
 
 /// What creating a user needs besides its password hash.
@@ -363,7 +366,9 @@ const ADMIN_ROLE: &str = "admin";
 
 impl Store {
     /// Users whose name, display name or e-mail contains `search` (case-insensitive; empty
-    /// matches all), ordered by name: `limit` rows from `offset`, and the total count.
+    /// matches all), ordered by name: `limit` (≥ 1) rows from `offset`, or from the last
+    /// page's first row (a multiple of `limit`) when `offset` is past the end; and the total
+    /// count.
     pub async fn list_users(
         &self,
         search: &str,
@@ -378,6 +383,8 @@ impl Store {
             .bind(&pattern)
             .fetch_one(&self.pool)
             .await?;
+        let limit = limit.max(1);
+        let offset = page_offset(offset, limit, total);
         let rows =
             sqlx::query(&self.select_users(&format!("{filter} ORDER BY name LIMIT $3 OFFSET $4")))
                 .bind(search)
@@ -390,7 +397,11 @@ impl Store {
             .iter()
             .map(|row| user_from_row(row, ""))
             .collect::<Result<_, _>>()?;
-        Ok(UserPage { users, total })
+        Ok(UserPage {
+            users,
+            total,
+            offset,
+        })
     }
 
     /// Replaces display name, e-mail and roles if the user is still at `expected_version`,

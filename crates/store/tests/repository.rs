@@ -463,7 +463,15 @@ async fn users_are_searched_and_paged(store: Store) {
         "roles come with the page"
     );
     let last = store.list_users("", 20, 10).await.unwrap();
-    assert_eq!(last.users.len(), 5);
+    assert_eq!((last.users.len(), last.offset), (5, 20));
+    // Past the end: the last page, and where it starts.
+    let past = store.list_users("", 999_990, 10).await.unwrap();
+    assert_eq!((past.users, past.offset), (last.users, 20));
+    let nothing = store.list_users("no such user", 50, 10).await.unwrap();
+    assert_eq!(
+        (nothing.users.len(), nothing.total, nothing.offset),
+        (0, 0, 0)
+    );
 
     let found = store.list_users("LOVELACE", 0, 10).await.unwrap();
     assert_eq!(found.total, 1);
@@ -667,6 +675,15 @@ async fn audit_events_are_filtered(store: Store) {
         .unwrap();
     assert_eq!(paged.events.len(), 1);
     assert_eq!(paged.events[0].action, "user.create");
+    let past = store
+        .query_audit(&AuditQuery::default(), 400, 3)
+        .await
+        .unwrap();
+    assert_eq!(
+        (past.events, past.offset),
+        (paged.events, 3),
+        "the last page"
+    );
 }
 on_both_backends!(audit_events_are_filtered_works, audit_events_are_filtered);
 

@@ -19,7 +19,7 @@ use banlieue_store::{NewUser, Store, UserRecord};
 use clap::Parser;
 use http_body_util::BodyExt;
 use server::config::Cli;
-use server::{AppState, router, startup};
+use server::{AppState, metrics_router, router, startup};
 use time::OffsetDateTime;
 use tower::ServiceExt;
 
@@ -27,6 +27,8 @@ pub const ORIGIN: &str = "http://127.0.0.1:3000";
 
 pub struct TestApp {
     pub router: Router,
+    /// The metrics listener's router (`--metrics-listen`).
+    pub metrics_router: Router,
     pub accounts: Arc<Accounts>,
     pub issuer: Arc<Issuer>,
     /// Where [`TestApp::serve`] listens (`http://127.0.0.1:<port>`), else the default
@@ -141,8 +143,8 @@ impl TestApp {
             .await
             .unwrap();
         let stopping = tokio_util::sync::CancellationToken::new();
+        let metrics = Arc::new(startup::metrics_registry(&accounts, None));
         let state = AppState {
-            metrics: Arc::new(startup::metrics_registry(&accounts, None)),
             stopping: stopping.clone(),
             accounts: accounts.clone(),
             issuer: issuer.clone(),
@@ -153,6 +155,7 @@ impl TestApp {
         Self {
             base_url: state.config.external_url.clone(),
             router: router(state, sessions),
+            metrics_router: metrics_router(metrics),
             accounts,
             issuer,
             stopping,
@@ -213,8 +216,9 @@ impl TestApp {
             .validate()
             .unwrap();
         let sessions = self.store().session_backend().await.unwrap();
+        self.metrics_router =
+            metrics_router(Arc::new(startup::metrics_registry(&self.accounts, metrics)));
         let state = AppState {
-            metrics: Arc::new(startup::metrics_registry(&self.accounts, metrics)),
             stopping: self.stopping.clone(),
             accounts: self.accounts.clone(),
             issuer: self.issuer.clone(),
@@ -319,22 +323,26 @@ impl TestApp {
 
     pub async fn send(&self, request: Request<Body>) -> TestResponse {
         let response = self.router.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        TestResponse {
-            status,
-            headers,
-            body: String::from_utf8_lossy(&bytes).into_owned(),
-        }
+        TestResponse::read(response).await
     }
 
-    /// `GET /metrics`, unauthenticated as Prometheus scrapes it; asserts 200 and returns the
-    /// exposition.
+    /// `GET /metrics` on the metrics listener, unauthenticated as Prometheus scrapes it;
+    /// asserts 200 and returns the exposition.
     pub async fn metrics(&self) -> String {
-        let response = self.send(get("/metrics", None)).await;
+        let response = self.scrape().await;
         assert_eq!(response.status, StatusCode::OK, "{}", response.body);
         response.body
+    }
+
+    /// `GET /metrics` on the metrics listener's router, as it answers.
+    pub async fn scrape(&self) -> TestResponse {
+        let response = self
+            .metrics_router
+            .clone()
+            .oneshot(get("/metrics", None))
+            .await
+            .unwrap();
+        TestResponse::read(response).await
     }
 
     /// Signs in and returns the session cookie (`name=value`).
@@ -358,6 +366,18 @@ pub struct TestResponse {
 }
 
 impl TestResponse {
+    /// Reads `response` whole.
+    async fn read(response: axum::response::Response) -> Self {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        Self {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+        }
+    }
+
     /// `name=value` of the session cookie this response sets, if any.
     pub fn session_cookie(&self) -> Option<String> {
         self.headers
