@@ -477,10 +477,15 @@ fn classify_open_error(error: sqlx::Error, url: &str) -> StoreError {
     StoreError::Open(error)
 }
 
-/// The offset a page of `limit` (≥ 1) rows out of `total` starts at: `offset`, or the last
-/// page's (a multiple of `limit`; 0 when there are none) when `offset` is past the end.
+/// The offset a page of `limit` (≥ 1) rows out of `total` starts at: `offset` (at least 0),
+/// or the last page's (a multiple of `limit`; 0 when there are none) when `offset` is past
+/// the end.
 pub(crate) fn page_offset(offset: i64, limit: i64, total: i64) -> i64 {
-    offset.clamp(0, (total - 1).max(0) / limit * limit)
+    if offset < total {
+        offset.max(0)
+    } else {
+        (total - 1).max(0) / limit * limit
+    }
 }
 
 pub(crate) fn to_millis(at: OffsetDateTime) -> i64 {
