@@ -1,7 +1,7 @@
 //! My account: my sessions, ending one of them, and signing out everywhere.
 
 use app::{AccountView, Notice, Page, PageData, PageState, SessionRow, paths};
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use banlieue_identity::SessionGrant;
@@ -15,14 +15,21 @@ use crate::session::AUTH_KEY;
 use crate::use_cases::{PageContext, Who};
 use banlieue_domain::views::format_instant;
 
-/// `GET /account`.
+/// The `?done=` of `/account` after one of my sessions was ended (post/redirect/get).
+const SESSION_ENDED: &str = "session-ended";
+
+/// `GET /account`; `?done=session-ended` says that the session an "End" named was ended.
 pub async fn account_page(
     State(app): State<AppState>,
     session: Session,
     Who(who): Who,
     PageContext(state): PageContext,
+    RawQuery(query): RawQuery,
 ) -> Response {
-    account_view(&app, &session, state, &who, None).await
+    let ended = url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .any(|(key, value)| key == "done" && value == SESSION_ENDED);
+    let notice = ended.then_some(Notice::SessionRevoked);
+    account_view(&app, &session, state, &who, notice).await
 }
 
 async fn account_view(
@@ -72,12 +79,12 @@ async fn account_view(
     pages::render(app, state, StatusCode::OK).await
 }
 
-/// `POST /account/sessions/{handle}/revoke`: ends one of my other sessions; that browser
-/// is signed out on its next request.
+/// `POST /account/sessions/{handle}/revoke`: ends one of my other sessions (that browser
+/// is signed out on its next request), then redirects to `/account` (post/redirect/get: a
+/// reload asks nothing again).
 pub async fn revoke_session(
     State(app): State<AppState>,
     Path(handle): Path<String>,
-    session: Session,
     Who(who): Who,
     PageContext(state): PageContext,
 ) -> Response {
@@ -87,11 +94,11 @@ pub async fn revoke_session(
         .end_own_session(user, &handle, who.address())
         .await
     {
-        Ok(ended) => {
-            // An unknown handle (already ended, or not ours) just shows the list again.
-            let notice = ended.then_some(Notice::SessionRevoked);
-            account_view(&app, &session, state, &who, notice).await
+        Ok(true) => {
+            Redirect::to(&format!("{}?done={SESSION_ENDED}", paths::ACCOUNT)).into_response()
         }
+        // An unknown handle (already ended, or not ours): the list as it is.
+        Ok(false) => Redirect::to(paths::ACCOUNT).into_response(),
         Err(error) => internal_error(state.locale, &error.into()),
     }
 }
