@@ -383,7 +383,11 @@ fn claim_row(claim: &VirtualMachineClaim, now: OffsetDateTime, may_delete: bool)
         name: claim.name_any(),
         subject: claim.spec.subject.id.clone(),
         pool: claim.spec.pool_ref.clone(),
-        phase: status.phase.as_deref().and_then(ClaimPhase::parse),
+        // Kubernetes marks a released claim at once; its controller writes the phase after.
+        phase: match claim.metadata.deletion_timestamp {
+            Some(_) => Some(ClaimPhase::Releasing),
+            None => status.phase.as_deref().and_then(ClaimPhase::parse),
+        },
         reason: status.reason.as_deref().map(ClaimReason::parse),
         message: status.message.unwrap_or_default(),
         expires_at: expires.map(format_instant),

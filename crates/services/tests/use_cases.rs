@@ -184,9 +184,43 @@ async fn a_developer_claims_and_releases_and_both_are_audited() {
     assert_eq!(detail.issuer, ISSUER);
     assert!(detail.claim.can_release);
 
+    // Held by a finalizer, as the claim controller holds it, with the phase it wrote.
+    let claims = Api::<cluster::crd::VirtualMachineClaim>::namespaced(setup.admin.clone(), "demo");
+    claims
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                serde_json::json!({"metadata": {"finalizers": ["test.banlieue.io/hold"]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    claims
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"phase": "Bound"}})),
+        )
+        .await
+        .unwrap();
     setup
         .console
         .release_claim(&alice, "demo", &name)
+        .await
+        .unwrap();
+    // What Kubernetes holds right after the delete, before any controller wrote a phase.
+    let view = setup.console.dashboard(&alice).await.unwrap();
+    assert_eq!(
+        (view.claims[0].phase, view.claims[0].can_release),
+        (Some(banlieue_domain::claim::ClaimPhase::Releasing), false)
+    );
+    claims
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
+        )
         .await
         .unwrap();
     let created = setup.audited("claim.create").await;
