@@ -151,9 +151,18 @@ pub async fn change_password(
 /// afterwards) and returns to the sign-in page.
 pub async fn sign_out(State(app): State<AppState>, session: Session, request: Request) -> Response {
     let locale = page_state(request.extensions()).locale;
+    let user = request
+        .extensions()
+        .get::<CurrentUser>()
+        .map(|u| u.0.name.clone());
+    let source = client_ip(request.extensions());
     let ended = async {
         if let Some(grant) = session.get::<SessionGrant>(AUTH_KEY).await? {
-            app.accounts.close_session(&grant).await?;
+            match &user {
+                Some(name) => app.accounts.sign_out(&grant, name.as_str(), source).await?,
+                // The session was no longer valid (user disabled or gone): nobody signs out.
+                None => app.accounts.close_session(&grant).await?,
+            }
         }
         session.flush().await?;
         anyhow::Ok(())

@@ -327,7 +327,7 @@ async fn session_ids_rotate_and_old_ones_die() {
 }
 
 #[tokio::test]
-async fn sign_out_deletes_the_session_on_the_server() {
+async fn sign_out_deletes_the_session_on_the_server_and_is_audited() {
     let app = TestApp::new().await;
     app.create_user("alice", PASSWORD, &[], false).await;
     let cookie = app.sign_in("alice", PASSWORD).await;
@@ -341,6 +341,13 @@ async fn sign_out_deletes_the_session_on_the_server() {
     // Replaying the old cookie finds nothing.
     let replay = app.send(get("/", Some(&cookie))).await;
     assert_eq!(replay.location(), Some("/sign-in"));
+    let events = app.store().recent_audit(10).await.unwrap();
+    let signed_out: Vec<_> = events
+        .iter()
+        .filter(|e| e.action == "session.sign-out")
+        .map(|e| (e.actor.as_str(), e.target.as_str(), e.result.as_str()))
+        .collect();
+    assert_eq!(signed_out, [("alice", "alice", "success")]);
 }
 
 #[tokio::test]

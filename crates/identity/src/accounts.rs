@@ -483,11 +483,25 @@ impl Accounts {
         Ok(Some(user))
     }
 
-    /// Ends one session (sign-out).
+    /// Ends one session.
     pub async fn close_session(&self, grant: &SessionGrant) -> Result<(), StoreError> {
         self.store
             .delete_user_session(grant.user_id, &grant.handle)
             .await?;
+        Ok(())
+    }
+
+    /// `name` signs out from `source`: ends the session of `grant`, audited
+    /// `session.sign-out`.
+    pub async fn sign_out(
+        &self,
+        grant: &SessionGrant,
+        name: &str,
+        source: IpAddr,
+    ) -> Result<(), StoreError> {
+        self.close_session(grant).await?;
+        self.audit_event(name, "session.sign-out", name, source, "success", "")
+            .await;
         Ok(())
     }
 

@@ -1,7 +1,7 @@
 use sqlx::Row;
 use time::OffsetDateTime;
 
-use crate::database::{from_millis, page_offset, to_millis};
+use crate::database::{escape_like, from_millis, page_offset, to_millis};
 use crate::{Store, StoreError};
 
 /// One audited action: who did what to which target, from where, with what result
@@ -45,8 +45,10 @@ impl AuditEvent {
     }
 }
 
-/// Filters of the audit log; empty strings match everything. `actor`, `target` and
-/// `action` match exactly, `result` too; instants bound `at` inclusively.
+/// Filters of the audit log; empty strings match everything. `actor`, `action` and
+/// `target` match any event whose field contains them, ignoring ASCII case (`session`
+/// finds `session.sign-in` and `session.sign-out`); `result` matches exactly; instants
+/// bound `at` inclusively.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuditQuery {
     pub actor: String,
@@ -76,15 +78,22 @@ impl Store {
         offset: i64,
         limit: i64,
     ) -> Result<AuditPage, StoreError> {
-        let filter = "($1 = '' OR actor = $1) AND ($2 = '' OR action = $2) AND ($3 = '' OR target = $3) \
-                      AND ($4 = '' OR result = $4) AND at_ms >= $5 AND at_ms <= $6";
+        let filter = "lower(actor) LIKE $1 ESCAPE '\\' AND lower(action) LIKE $2 ESCAPE '\\' \
+                      AND lower(target) LIKE $3 ESCAPE '\\' AND ($4 = '' OR result = $4) \
+                      AND at_ms >= $5 AND at_ms <= $6";
+        let contains = |text: &str| format!("%{}%", escape_like(&text.to_ascii_lowercase()));
+        let (actor, action, target) = (
+            contains(&query.actor),
+            contains(&query.action),
+            contains(&query.target),
+        );
         let since = query.since.map_or(i64::MIN, to_millis);
         let until = query.until.map_or(i64::MAX, to_millis);
         let total: i64 =
             sqlx::query_scalar(&format!("SELECT COUNT(*) FROM audit_events WHERE {filter}"))
-                .bind(&query.actor)
-                .bind(&query.action)
-                .bind(&query.target)
+                .bind(&actor)
+                .bind(&action)
+                .bind(&target)
                 .bind(&query.result)
                 .bind(since)
                 .bind(until)
@@ -96,9 +105,9 @@ impl Store {
             "SELECT at_ms, actor, action, target, source_ip, result, detail FROM audit_events \
              WHERE {filter} ORDER BY id DESC LIMIT $7 OFFSET $8"
         ))
-        .bind(&query.actor)
-        .bind(&query.action)
-        .bind(&query.target)
+        .bind(&actor)
+        .bind(&action)
+        .bind(&target)
         .bind(&query.result)
         .bind(since)
         .bind(until)

@@ -488,6 +488,18 @@ pub(crate) fn page_offset(offset: i64, limit: i64, total: i64) -> i64 {
     }
 }
 
+/// Escapes `%`, `_` and `\` for a `LIKE ... ESCAPE '\'` pattern.
+pub(crate) fn escape_like(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
+}
+
 pub(crate) fn to_millis(at: OffsetDateTime) -> i64 {
     i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }

@@ -4,7 +4,9 @@ use sqlx::{AnyConnection, Row};
 use time::OffsetDateTime;
 
 use crate::audit::{INSERT_AUDIT, bind_audit};
-use crate::database::{finish, from_millis, is_unique_violation, page_offset, to_millis};
+use crate::database::{
+    escape_like, finish, from_millis, is_unique_violation, page_offset, to_millis,
+};
 use crate::{AuditEvent, Backend, Store, StoreError};
 
 /// What [`Store::update_user`] writes: the profile and the roles, all replaced.
@@ -600,18 +602,6 @@ async fn conflict_or_missing(conn: &mut AnyConnection, id: i64) -> StoreError {
         Ok(None) => StoreError::NotFound { what: "user" },
         Err(e) => e.into(),
     }
-}
-
-/// Escapes `%`, `_` and `\` for a `LIKE ... ESCAPE '\'` pattern.
-fn escape_like(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            escaped.push('\\');
-        }
-        escaped.push(c);
-    }
-    escaped
 }
 
 impl Store {

@@ -663,6 +663,58 @@ async fn audit_events_are_filtered(store: Store) {
     let found = store.query_audit(&sign_ins, 0, 10).await.unwrap();
     assert_eq!(found.total, 1);
     assert_eq!(found.events[0].actor, "bob");
+    // Actor, action and target match a part, in any ASCII case; LIKE's wildcards are
+    // literal characters.
+    let total = |query: AuditQuery| {
+        let store = store.clone();
+        async move { store.query_audit(&query, 0, 10).await.unwrap().total }
+    };
+    for (query, expected) in [
+        (
+            AuditQuery {
+                action: "session".into(),
+                ..AuditQuery::default()
+            },
+            2,
+        ),
+        (
+            AuditQuery {
+                action: "SIGN-IN".into(),
+                ..AuditQuery::default()
+            },
+            2,
+        ),
+        (
+            AuditQuery {
+                actor: "oo".into(),
+                ..AuditQuery::default()
+            },
+            2,
+        ),
+        (
+            AuditQuery {
+                target: "Bo".into(),
+                ..AuditQuery::default()
+            },
+            4,
+        ),
+        (
+            AuditQuery {
+                action: "user_".into(),
+                ..AuditQuery::default()
+            },
+            0,
+        ),
+        (
+            AuditQuery {
+                actor: "%".into(),
+                ..AuditQuery::default()
+            },
+            0,
+        ),
+    ] {
+        assert_eq!(total(query.clone()).await, expected, "{query:?}");
+    }
     let window = AuditQuery {
         since: Some(at(2_000)),
         until: Some(at(3_000)),
