@@ -92,8 +92,12 @@ pub async fn console_for(
         )
         .await
         .unwrap();
+    let listeners = server::startup::Listeners {
+        console: listener,
+        metrics: None,
+    };
     tokio::spawn(server::startup::serve_on(
-        listener,
+        listeners,
         config.clone(),
         std::future::pending(),
     ));
