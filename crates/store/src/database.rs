@@ -35,7 +35,7 @@ pub enum StoreError {
     /// The SQLite file (password hashes, private signing keys) may be read or written by
     /// others than its owner.
     #[error(
-        "the SQLite database {file} has mode {mode:o}: others than its owner may read it, and it holds password hashes and signing keys; run `chmod 600 {file}` (the console creates it 0600)"
+        "the SQLite database file {file} has mode {mode:o}: others than its owner may read it, and it holds password hashes, sessions and signing keys; run `chmod 600 {file}` (the console creates it 0600)"
     )]
     ExposedFile { file: PathBuf, mode: u32 },
     #[error(
@@ -404,7 +404,7 @@ pub fn sqlite_file(url: &str) -> Option<PathBuf> {
 /// Checks what a `sqlite:` URL names before SQLite opens it: a file (an in-memory
 /// database would be one empty database per pooled connection), in a directory that
 /// exists, a regular file if it exists, one only its owner may read or write (mode
-/// `0600` or stricter), and one this process may write (SQLite would otherwise open it
+/// `0600` or stricter, and its `-wal` and `-shm` files too), and one this process may write (SQLite would otherwise open it
 /// read-only without a word, and every write would fail later).
 fn prepare_sqlite_url(url: &str) -> Result<String, StoreError> {
     let file = sqlite_file(url).ok_or(StoreError::NoSqliteFile)?;
@@ -425,6 +425,22 @@ fn prepare_sqlite_url(url: &str) -> Result<String, StoreError> {
             .map_err(|_| StoreError::ReadOnly { file: file.clone() })?;
         if mode & 0o077 != 0 {
             return Err(StoreError::ExposedFile { file, mode });
+        }
+        // The write-ahead log holds recent rows (sessions among them) until a checkpoint,
+        // and SQLite keeps a `-wal` or `-shm` file's mode once it exists.
+        for suffix in ["-wal", "-shm"] {
+            let mut companion = file.clone().into_os_string();
+            companion.push(suffix);
+            let companion = PathBuf::from(companion);
+            if let Ok(metadata) = std::fs::metadata(&companion) {
+                let mode = std::os::unix::fs::PermissionsExt::mode(&metadata.permissions()) & 0o777;
+                if mode & 0o077 != 0 {
+                    return Err(StoreError::ExposedFile {
+                        file: companion,
+                        mode,
+                    });
+                }
+            }
         }
         let writable = std::fs::OpenOptions::new().write(true).open(&file);
         if writable.is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)

@@ -309,6 +309,20 @@ async fn a_sqlite_database_is_created_for_its_owner_alone_and_an_exposed_one_is_
         }
     }
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // The log and the shared-memory index hold rows too: an exposed one is refused alike.
+    for companion in ["console.db-wal", "console.db-shm"] {
+        let companion = dir.path().join(companion);
+        if !companion.exists() {
+            std::fs::write(&companion, b"").unwrap();
+        }
+        std::fs::set_permissions(&companion, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let refused = Store::open(&url).await.map(drop).unwrap_err();
+        assert!(
+            matches!(&refused, StoreError::ExposedFile { file, mode: 0o644 } if *file == companion),
+            "{refused:?}"
+        );
+        std::fs::set_permissions(&companion, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     Store::open(&url).await.unwrap().close().await;
 }
 
