@@ -58,9 +58,11 @@ pub struct NewUser {
 }
 
 /// The `SET` term of a disable (`$1` the new flag, `$2` now in ms): disabling moves
-/// `not_before`, so what was issued before the disable stays dead after an enable.
+/// `not_before`, so what was issued before the disable stays dead after an enable. It
+/// moves to the next whole second: ID tokens carry `auth_time` in whole seconds, so one
+/// from a sign-in in the disable's own second is dead too (nobody signs in while disabled).
 const NOT_BEFORE_ON_DISABLE: &str =
-    "not_before_ms = CASE WHEN $1 = 1 THEN $2 ELSE not_before_ms END";
+    "not_before_ms = CASE WHEN $1 = 1 THEN ($2 + 999) / 1000 * 1000 ELSE not_before_ms END";
 
 /// The columns of a user row. Its roles come along as one more column, `roles`, space
 /// separated (role names have no spaces), so a user is read in one query.

@@ -191,15 +191,16 @@ async fn admins_count_only_when_enabled(store: Store) {
         .await
         .unwrap();
     assert!(store.enabled_user_with_role_exists("admin").await.unwrap());
-    let later = now + Duration::seconds(5);
+    let later = OffsetDateTime::from_unix_timestamp(now.unix_timestamp() + 5).unwrap()
+        + Duration::milliseconds(300);
     store.set_disabled(admin.id, true, later).await.unwrap();
     assert!(!store.enabled_user_with_role_exists("admin").await.unwrap());
     let disabled = store.user_by_id(admin.id).await.unwrap().unwrap();
     assert!(disabled.disabled);
     assert_eq!(
-        disabled.not_before.unix_timestamp(),
-        later.unix_timestamp(),
-        "disabling moves not_before"
+        disabled.not_before,
+        OffsetDateTime::from_unix_timestamp(later.unix_timestamp() + 1).unwrap(),
+        "disabling moves not_before, past the second it happened in (auth_time is whole seconds)"
     );
     store
         .set_disabled(admin.id, false, later + Duration::seconds(5))
