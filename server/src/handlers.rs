@@ -204,9 +204,7 @@ pub async fn set_locale(State(app): State<AppState>, request: Request) -> Respon
         Ok(form) => form,
         Err(_) => return Redirect::to(paths::DASHBOARD).into_response(),
     };
-    let next = local_path(form.get("next"))
-        .unwrap_or(paths::DASHBOARD)
-        .to_owned();
+    let next = local_path(form.get("next")).unwrap_or_else(|| paths::DASHBOARD.to_owned());
     let mut response = Redirect::to(&next).into_response();
     if let Some(locale) = Locale::from_tag(form.get("lang")) {
         let secure = if app.config.https { "; Secure" } else { "" };
@@ -221,13 +219,14 @@ pub async fn set_locale(State(app): State<AppState>, request: Request) -> Respon
     response
 }
 
-/// `next` when it is a path on this site, never another origin (`//evil`, `/\evil`).
-fn local_path(next: &str) -> Option<&str> {
+/// `next` when it is a path on this site, never another origin (`//evil`, `/\evil`), as a
+/// `Location` carries it: characters outside ASCII percent-encoded (RFC 3986 §2.1).
+fn local_path(next: &str) -> Option<String> {
     let ok = next.starts_with('/')
         && !next.starts_with("//")
         && !next.starts_with("/\\")
         && !next.chars().any(char::is_control);
-    ok.then_some(next)
+    ok.then(|| percent_encoding::utf8_percent_encode(next, percent_encoding::CONTROLS).to_string())
 }
 
 /// A method an address does not take (typically reloading the result of a form post):
@@ -312,7 +311,7 @@ fn next_of(query: Option<&str>) -> Option<String> {
 fn waiting_authorization(query: Option<&str>) -> Option<String> {
     let next = next_of(query)?;
     let rest = next.strip_prefix(paths::AUTHORIZE)?;
-    (rest.starts_with('?') && local_path(&next).is_some()).then_some(next)
+    rest.starts_with('?').then(|| local_path(&next))?
 }
 
 /// The `next` of a sign-in: a path on this site ([`local_path`]), never the sign-in or
@@ -320,8 +319,10 @@ fn waiting_authorization(query: Option<&str>) -> Option<String> {
 fn return_path(query: Option<&str>) -> Option<String> {
     let next = next_of(query)?;
     let page = next.split(['?', '#']).next().unwrap_or_default();
-    let ok = local_path(&next).is_some() && !matches!(page, paths::SIGN_IN | paths::SIGN_OUT);
-    ok.then_some(next)
+    if matches!(page, paths::SIGN_IN | paths::SIGN_OUT) {
+        return None;
+    }
+    local_path(&next)
 }
 
 pub(crate) fn page_state(extensions: &http::Extensions) -> PageState {
@@ -334,8 +335,13 @@ mod tests {
 
     #[test]
     fn only_local_paths_are_followed() {
-        assert_eq!(local_path("/sign-in"), Some("/sign-in"));
-        assert_eq!(local_path("/"), Some("/"));
+        assert_eq!(local_path("/sign-in").as_deref(), Some("/sign-in"));
+        assert_eq!(local_path("/").as_deref(), Some("/"));
+        assert_eq!(
+            local_path("/claims/é?q=%2F").as_deref(),
+            Some("/claims/%C3%A9?q=%2F"),
+            "a Location of ASCII only, what was encoded kept"
+        );
         for bad in [
             "",
             "https://evil.example",
