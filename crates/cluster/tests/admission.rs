@@ -397,10 +397,88 @@ async fn console_identities_change_only_the_roles_page_rbac() {
             .await,
         denied,
     );
+    // Named and labelled like the Roles page's, but not what it writes: refused too.
+    let dry_create = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let written = "must be what the Roles page writes for its role";
+    let everyone_admin: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "console-role-evil", "labels": {"console.banlieue.io/role": "evil"}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "console-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}],
+    }))
+    .unwrap();
+    refused_by(
+        "banlieue-console-roles",
+        bindings.create(&dry_create, &everyone_admin).await,
+        written,
+    );
+    // Its own name and label, but the admin's role.
+    let group = |name: &str| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": name});
+    let binding = |name: &str, role: &str, role_ref: &str, subject: Value| -> ClusterRoleBinding {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"console.banlieue.io/role": role}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_ref},
+            "subjects": [subject],
+        }))
+        .unwrap()
+    };
+    refused_by(
+        "banlieue-console-roles",
+        bindings
+            .create(
+                &dry_create,
+                &binding(
+                    "console-role-evil",
+                    "evil",
+                    "console-admin",
+                    group("console:evil"),
+                ),
+            )
+            .await,
+        written,
+    );
+    // Rules beyond a custom role's: the policy refuses even what this admin holds; what
+    // they do not hold, RBAC's escalation check refuses before admission is asked.
+    let evil_role = |body: Value| -> ClusterRole {
+        let mut role = json!({
+            "metadata": {"name": "console-role-evil", "labels": {"console.banlieue.io/role": "evil"}},
+        });
+        role.as_object_mut()
+            .unwrap()
+            .extend(body.as_object().unwrap().clone());
+        serde_json::from_value(role).unwrap()
+    };
+    for rules in [
+        json!([{"apiGroups": ["banlieue.io"], "resources": ["virtualmachineproviders"], "verbs": ["get"]}]),
+        json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["get"]}]),
+        json!([{"apiGroups": ["banlieue.io"], "resources": ["virtualmachinepools"], "verbs": ["get"], "resourceNames": ["x"]}]),
+    ] {
+        refused_by(
+            "banlieue-console-roles",
+            roles
+                .create(&dry_create, &evil_role(json!({ "rules": rules })))
+                .await,
+            written,
+        );
+    }
+    for body in [
+        json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}),
+        json!({"rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}),
+        json!({"aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-admin": "true"}}]}}),
+    ] {
+        match roles.create(&dry_create, &evil_role(body.clone())).await {
+            Err(kube::Error::Api(s)) if s.code == 403 => {}
+            other => panic!("{body}: expected a refusal, got {other:?}"),
+        }
+    }
+
     // A role of the Roles page: made, and then it cannot lose its label.
-    let name = format!("console-role-policy-{}", emu.namespace());
+    let role = format!("policy-{}", emu.namespace());
+    let name = format!("console-role-{role}");
     let own: ClusterRole = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"console.banlieue.io/role": "policy"}},
+        "metadata": {"name": name, "labels": {"console.banlieue.io/role": role}},
         "rules": [{"apiGroups": ["banlieue.io"], "resources": ["virtualmachinepools"], "verbs": ["get"]}],
     }))
     .unwrap();
@@ -408,6 +486,26 @@ async fn console_identities_change_only_the_roles_page_rbac() {
         .create(&PostParams::default(), &own)
         .await
         .expect("a console role is the console's to make");
+    // Its binding may bind it to its own group only: not another group, not a user.
+    for subject in [
+        group("console:admin"),
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "console:evil"}),
+    ] {
+        refused_by(
+            "banlieue-console-roles",
+            bindings
+                .create(&dry_create, &binding(&name, &role, &name, subject))
+                .await,
+            written,
+        );
+    }
+    bindings
+        .create(
+            &dry_create,
+            &binding(&name, &role, &name, group(&format!("console:{role}"))),
+        )
+        .await
+        .expect("its own binding is the console's to make");
     refused_by(
         "banlieue-console-roles",
         roles
