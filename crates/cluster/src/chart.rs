@@ -70,8 +70,6 @@ pub struct ClaimSubjectPolicy {
     pub issuers: String,
     /// Kubernetes user names that may claim for someone else.
     pub brokers: String,
-    /// The API server's user name prefix for the console's issuer (`console:`).
-    pub username_prefix: String,
     /// `<issuer>=<prefix>` lines for issuers with a prefix of their own.
     pub issuer_prefixes: String,
 }
@@ -82,20 +80,22 @@ impl ClaimSubjectPolicy {
     pub fn only_issuer(issuer: &str) -> Self {
         Self {
             issuers: format!("{issuer}\n"),
-            username_prefix: "console:".into(),
             ..Self::default()
         }
     }
 
+    /// The ConfigMap's data; `usernamePrefix` is the console's own prefix, fixed
+    /// ([`crate::impersonation::CONSOLE_PREFIX`]): the console names the people it acts
+    /// for `console:<name>`, and tokens of its issuer reach the API server so prefixed.
     fn data(&self) -> BTreeMap<String, String> {
         [
-            ("issuers", &self.issuers),
+            ("issuers", self.issuers.as_str()),
             ("brokers", &self.brokers),
-            ("usernamePrefix", &self.username_prefix),
+            ("usernamePrefix", crate::impersonation::CONSOLE_PREFIX),
             ("issuerPrefixes", &self.issuer_prefixes),
         ]
         .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.clone()))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect()
     }
 }

@@ -19,7 +19,6 @@ fn policy() -> ClaimSubjectPolicy {
     ClaimSubjectPolicy {
         issuers: format!("{ISSUER}\n\n  {DEX}  \n"),
         brokers: "console:broker\n".into(),
-        username_prefix: "console:".into(),
         issuer_prefixes: format!("{DEX}=github:\n"),
     }
 }

@@ -80,13 +80,12 @@ async fn the_committed_rendering_is_what_helm_renders() {
     let policy = ClaimSubjectPolicy {
         issuers: "https://a.example\nhttps://b.example\n".into(),
         brokers: "console:broker\n".into(),
-        username_prefix: "tenant:".into(),
         issuer_prefixes: "https://b.example=b:\n".into(),
     };
     let values = bed.dir().join("render-values.yaml");
     let yaml = serde_json::json!({"claimSubjectPolicy": {
         "issuers": policy.issuers, "brokers": policy.brokers,
-        "usernamePrefix": policy.username_prefix, "issuerPrefixes": policy.issuer_prefixes,
+        "issuerPrefixes": policy.issuer_prefixes,
     }});
     std::fs::write(&values, serde_json::to_string(&yaml).unwrap()).unwrap();
     let with_values = bed
@@ -412,6 +411,12 @@ async fn the_schema_refuses_bad_values() {
             "/externalURL",
         ),
         (&["externalURL=ftp://console.example.com"], "/externalURL"),
+        // kube-apiserver takes only an https issuer: NOTES' configuration would stop it.
+        (&["externalURL=http://console.example.com"], "/externalURL"),
+        (
+            &["claimSubjectPolicy.usernamePrefix=acme:"],
+            "'usernamePrefix' not allowed",
+        ),
         (&["database.type=mysql"], "/database/type"),
         (&["database.sqlite.size=lots"], "/database/sqlite/size"),
         (
