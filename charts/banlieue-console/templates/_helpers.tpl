@@ -54,6 +54,9 @@ What values.schema.json cannot say, or says and the templates must not rely on (
 {{- if eq (int .Values.metricsPort) (int .Values.containerPort) }}
 {{- fail (printf "metricsPort and containerPort are both %d: the metrics listener needs a port of its own" (int .Values.containerPort)) }}
 {{- end }}
+{{- if eq (int .Values.service.port) (int .Values.metricsPort) }}
+{{- fail (printf "service.port and metricsPort are both %d: the Service's console and metrics ports must differ" (int .Values.metricsPort)) }}
+{{- end }}
 {{- if and .Values.ingress.enabled (contains ":" (urlParse .Values.externalURL).host) }}
 {{- fail (printf "ingress.enabled: the Ingress host is externalURL's, which must then have no port (%s)" .Values.externalURL) }}
 {{- end }}

@@ -517,6 +517,15 @@ async fn the_schema_refuses_bad_values() {
             &["podSecurityContext.runAsUser=0"],
             "/podSecurityContext/runAsUser",
         ),
+        // 0 would be dropped by the templates' `with`, and is the root group anyway.
+        (
+            &["podSecurityContext.runAsGroup=0"],
+            "/podSecurityContext/runAsGroup",
+        ),
+        (
+            &["podSecurityContext.fsGroup=0"],
+            "/podSecurityContext/fsGroup",
+        ),
         (&["claimSubjectPolicy.issuer=x"], "'issuer' not allowed"),
         (
             &["claimSubjectPolicy.brokers=1"],
@@ -615,6 +624,15 @@ async fn the_metrics_port_is_its_own_and_only_the_cluster_reaches_it() {
     .await;
     assert!(
         stderr.contains("metricsPort and containerPort are both 3000"),
+        "{stderr}"
+    );
+    let stderr = helm_refuses(
+        &bed,
+        &["template", "same", CHART, "--set", "service.port=9464"],
+    )
+    .await;
+    assert!(
+        stderr.contains("service.port and metricsPort are both 9464"),
         "{stderr}"
     );
 }
