@@ -439,7 +439,9 @@ pub async fn audit_page(
                         at: format_instant(e.at),
                         actor: e.actor,
                         action: e.action,
-                        target: e.target,
+                        // Anyone may type a target (the name tried at sign-in): its hidden
+                        // characters are written out, never let loose on the page.
+                        target: banlieue_domain::text::reveal_hidden(&e.target),
                         source_ip: e.source_ip,
                         result: e.result,
                     })

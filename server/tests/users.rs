@@ -350,6 +350,22 @@ async fn the_audit_log_shows_and_filters_events() {
         .await;
     assert!(filtered.body.contains("user.create"));
     assert!(!filtered.body.contains("session.sign-in<"));
+    // A part of the action finds it: every sign-in and sign-out.
+    let sessions = app.send(get("/audit?action=session", Some(&admin))).await;
+    assert!(sessions.body.contains("session.sign-in"));
+    // Whatever anyone typed as a name is shown as typed, its hidden characters written out.
+    app.send(post_form(
+        "/sign-in",
+        form(&[("user_name", "x\u{202e}nimda"), ("password", "guess")]),
+        None,
+    ))
+    .await;
+    let log = app.send(get("/audit", Some(&admin))).await;
+    assert!(log.body.contains("x\\u{202E}nimda"), "{}", log.body);
+    assert!(
+        !log.body.contains('\u{202e}'),
+        "no override reaches the page"
+    );
     let bad_date = app.send(get("/audit?since=yesterday", Some(&admin))).await;
     assert_eq!(bad_date.status, StatusCode::BAD_REQUEST);
     assert_eq!(

@@ -7,6 +7,7 @@ pub mod form;
 mod names;
 pub mod object_names;
 mod password;
+pub mod text;
 mod user;
 pub mod views;
 

@@ -537,7 +537,10 @@ fn grantable_roles(
 }
 
 fn check_profile(profile: &UserProfile) -> Result<(), AdminError> {
-    if hides_characters(&profile.display_name) || hides_characters(&profile.email) {
+    // A display name is shown to other people: one that reads as someone else's (`zw1` as
+    // "admin") is refused.
+    let hides = |text: &str| text.chars().any(banlieue_domain::text::is_hidden);
+    if hides(&profile.display_name) || hides(&profile.email) {
         return Err(AdminError::HiddenCharacters);
     }
     let too_long = |s: &str| s.trim().chars().count() > MAX_PROFILE_FIELD;
@@ -551,24 +554,6 @@ fn check_profile(profile: &UserProfile) -> Result<(), AdminError> {
         return Err(AdminError::InvalidEmail);
     }
     Ok(())
-}
-
-/// Whether `text` holds a character that others would not see, or that changes how the
-/// rest is shown: General_Category Cc (controls: NUL, escape sequences), Cf (format:
-/// zero-width spaces and joiners, bidirectional overrides and isolates such as U+202E),
-/// Zl and Zp (line and paragraph separators). A display name is shown to other people,
-/// so one that reads as someone else's (`zw1` as "admin") is refused.
-fn hides_characters(text: &str) -> bool {
-    use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
-    text.chars().any(|c| {
-        matches!(
-            c.general_category(),
-            GeneralCategory::Control
-                | GeneralCategory::Format
-                | GeneralCategory::LineSeparator
-                | GeneralCategory::ParagraphSeparator
-        )
-    })
 }
 
 /// Whether `email` is a bare addr-spec (RFC 5322 §3.4.1) with a dotted domain: no
