@@ -4,6 +4,8 @@
 mod support;
 
 use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::http::{StatusCode, header};
@@ -616,6 +618,63 @@ async fn a_full_hash_queue_answers_503_at_once() {
             .all(|r| r.header("retry-after").as_deref() == Some("1"))
     );
     assert!(busy[0].alert().unwrap().contains("Try again in one second"));
+}
+
+#[tokio::test]
+async fn a_flood_from_many_addresses_leaves_room_for_a_person_at_their_usual_address() {
+    let hasher = banlieue_identity::PasswordHasher::with_params(
+        argon2::Params::new(32 * 1024, 2, 1, None).unwrap(),
+    );
+    let app = Arc::new(TestApp::with_hasher(hasher, ThrottlePolicy::default()).await);
+    app.create_user("bob", PASSWORD, &[], false).await;
+    let usual = IpAddr::from([203, 0, 113, 9]);
+    let bob = || {
+        app.send(post_form_from(
+            "/sign-in",
+            form(&[("user_name", "bob"), ("password", PASSWORD)]),
+            None,
+            usual,
+        ))
+    };
+    assert_eq!(
+        bob().await.status,
+        StatusCode::SEE_OTHER,
+        "bob's usual address"
+    );
+    // A new name from a new address each time: every attempt passes the back-off, so
+    // only the hash queue stands in the flood's way.
+    let busy = Arc::new(AtomicUsize::new(0));
+    let flood: Vec<_> = (0..200u16)
+        .map(|i| {
+            let (app, busy) = (app.clone(), busy.clone());
+            tokio::spawn(async move {
+                let name = format!("user{i}");
+                let response = app
+                    .send(post_form_from(
+                        "/sign-in",
+                        form(&[("user_name", &name), ("password", "guess")]),
+                        None,
+                        IpAddr::from([198, 51, (i >> 8) as u8, i as u8]),
+                    ))
+                    .await;
+                if response.status == StatusCode::SERVICE_UNAVAILABLE {
+                    busy.fetch_add(1, Ordering::AcqRel);
+                }
+                response.status
+            })
+        })
+        .collect();
+    while busy.load(Ordering::Acquire) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // The anonymous lane is full now; bob's sign-in queues in his own.
+    let during = bob().await;
+    assert_eq!(during.status, StatusCode::SEE_OTHER, "{}", during.body);
+    let statuses = futures::future::join_all(flood).await;
+    assert!(statuses.iter().all(|s| matches!(
+        *s.as_ref().unwrap(),
+        StatusCode::OK | StatusCode::SERVICE_UNAVAILABLE
+    )));
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ use rand::Rng;
 use rand::distributions::Alphanumeric;
 use time::OffsetDateTime;
 
+use crate::HashLane;
 use crate::throttle::Attempt;
 use crate::{HashError, IdentityMetrics, PasswordHasher, SignInThrottle, ThrottlePolicy};
 
@@ -246,13 +247,18 @@ impl Accounts {
             admitted.failed().await;
             return Err(SignInError::PasswordTooLong);
         };
+        let lane = admitted.hash_lane();
         let checked = match self.load_credential(attempt.user_name).await {
             Ok(Some((user, phc))) => self
                 .hasher
-                .verify(&password, &phc)
+                .verify(&password, &phc, lane)
                 .await
                 .map(|ok| ok.then_some((user, phc))),
-            Ok(None) => self.hasher.verify_dummy(&password).await.map(|()| None),
+            Ok(None) => self
+                .hasher
+                .verify_dummy(&password, lane)
+                .await
+                .map(|()| None),
             Err(error) => {
                 admitted.unchecked().await;
                 return Err(IdentityError::from(error).into());
@@ -339,13 +345,16 @@ impl Accounts {
             }
         };
         let current_ok = match (Password::presented(current), stored) {
-            (Ok(current), Some(phc)) => match self.hasher.verify(&current, &phc).await {
-                Ok(ok) => ok,
-                Err(error) => {
-                    admitted.unchecked().await;
-                    return Err(busy_or_internal(error));
+            // A signed-in person's: never behind an anonymous flood.
+            (Ok(current), Some(phc)) => {
+                match self.hasher.verify(&current, &phc, HashLane::Known).await {
+                    Ok(ok) => ok,
+                    Err(error) => {
+                        admitted.unchecked().await;
+                        return Err(busy_or_internal(error));
+                    }
                 }
-            },
+            }
             _ => false,
         };
         if !current_ok {

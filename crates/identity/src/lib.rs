@@ -19,7 +19,7 @@ pub use admin::{
     AUDIT_PER_PAGE, Actor, AdminError, MAX_PROFILE_FIELD, PasswordChoice, USERS_PER_PAGE,
     UserProfile,
 };
-pub use hasher::{HashError, PasswordHasher};
+pub use hasher::{HashError, HashLane, PasswordHasher};
 pub use metrics::IdentityMetrics;
 pub use throttle::{
     Attempt, MAX_ENTRIES as THROTTLE_MAX_ENTRIES, SignInThrottle, THROTTLED_AUDIT_WINDOW,

@@ -10,6 +10,8 @@ use std::time::Duration;
 use banlieue_store::{BackoffRule, BackoffState, SignInClaim, SignInKeys, Store, StoreError};
 use time::OffsetDateTime;
 
+use crate::HashLane;
+
 /// How failed sign-ins slow further attempts down.
 #[derive(Debug, Clone, Copy)]
 pub struct ThrottlePolicy {
@@ -209,6 +211,16 @@ enum Verdict {
 }
 
 impl Attempt {
+    /// Where this attempt's password check queues: [`HashLane::Known`] from one of the
+    /// name's known addresses, else [`HashLane::Anonymous`]. It says nothing about
+    /// whether the name exists (known addresses are kept by the typed name's digest).
+    pub fn hash_lane(&self) -> HashLane {
+        match &self.held {
+            Some(held) if !held.name_held => HashLane::Known,
+            _ => HashLane::Anonymous,
+        }
+    }
+
     /// The password was right: the source becomes one of the user's known addresses.
     pub async fn succeeded(mut self) {
         self.settle(Verdict::Succeeded).await;

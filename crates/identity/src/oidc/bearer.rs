@@ -16,7 +16,8 @@ use super::{CONSOLE_AUDIENCE, Issuer};
 pub enum BearerError {
     /// Malformed, unsigned by a published key, for another issuer or audience, or
     /// expired: the caller signs in again (`401`, `WWW-Authenticate: Bearer
-    /// error="invalid_token"`).
+    /// error="invalid_token"`). The reason is the console's own words, never a
+    /// library's (they go into `error_description`).
     #[error("the bearer token is not valid: {0}")]
     InvalidToken(String),
     /// A valid token of a person who may not have what was asked: gone, disabled, signed
@@ -42,7 +43,7 @@ impl Issuer {
         token: &str,
         now: OffsetDateTime,
     ) -> Result<UserRecord, BearerError> {
-        let invalid = |e: jsonwebtoken::errors::Error| BearerError::InvalidToken(e.to_string());
+        let invalid = |e: jsonwebtoken::errors::Error| BearerError::InvalidToken(why_invalid(&e));
         let header = jsonwebtoken::decode_header(token).map_err(invalid)?;
         let kid = header
             .kid
@@ -99,5 +100,33 @@ impl Issuer {
             ));
         }
         Ok(user)
+    }
+}
+
+/// What an `error_description` says about a token `jsonwebtoken` refused: one of a fixed
+/// set of phrases, so no library wording or token content reaches the caller.
+fn why_invalid(error: &jsonwebtoken::errors::Error) -> String {
+    use jsonwebtoken::errors::ErrorKind;
+    match error.kind() {
+        ErrorKind::InvalidSignature => "the signature does not verify".to_owned(),
+        ErrorKind::InvalidAlgorithm | ErrorKind::UnsupportedAlgorithm => {
+            "the token is not signed with RS256".to_owned()
+        }
+        ErrorKind::InvalidIssuer => "the token is for another issuer (iss)".to_owned(),
+        ErrorKind::InvalidAudience => "the token is for another audience (aud)".to_owned(),
+        ErrorKind::MissingRequiredClaim(claim) => match claim.as_str() {
+            "exp" | "iss" | "aud" | "sub" => format!("the token has no {claim} claim"),
+            _ => "the token lacks a required claim".to_owned(),
+        },
+        ErrorKind::InvalidClaimFormat(_) | ErrorKind::Json(_) => {
+            "the token's claims are not the claims of an ID token".to_owned()
+        }
+        ErrorKind::ImmatureSignature => "the token is not valid yet (nbf)".to_owned(),
+        ErrorKind::ExpiredSignature => "the token has expired (exp)".to_owned(),
+        ErrorKind::InvalidEcdsaKey
+        | ErrorKind::InvalidEddsaKey
+        | ErrorKind::InvalidRsaKey(_)
+        | ErrorKind::InvalidKeyFormat => "the token's key cannot verify it".to_owned(),
+        _ => "the token is not a signed JWT (header.payload.signature)".to_owned(),
     }
 }
