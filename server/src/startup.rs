@@ -294,10 +294,25 @@ pub fn metrics_registry(accounts: &Accounts, controllers: Option<&cluster::Metri
 }
 
 /// The key-encryption keys of `config`, the current one made first when it is the SQLite
-/// default and missing.
-pub fn open_key_encryption(config: &Config) -> anyhow::Result<Arc<KeyEncryption>> {
+/// default and missing, and the database holds no signing key a lost one sealed.
+///
+/// Errors: a missing default file beside sealed keys (a new one would open none of them),
+/// or a key file that cannot be made or read.
+async fn open_key_encryption(
+    config: &Config,
+    store: &banlieue_store::Store,
+) -> anyhow::Result<Arc<KeyEncryption>> {
     let files = &config.key_encryption;
     if files.create_if_missing && !files.current.exists() {
+        let sealed = store.signing_keys().await?.len();
+        if sealed > 0 {
+            anyhow::bail!(
+                "the key-encryption key {} is missing, and the database holds {sealed} signing \
+                 key(s) sealed with it: restore the file (a new key would open none of them), \
+                 or start from an empty database",
+                files.current.display()
+            );
+        }
         KeyEncryption::create_file(&files.current)?;
         tracing::info!(file = %files.current.display(), "made the key-encryption key");
     }
@@ -312,7 +327,7 @@ pub async fn open_issuer(config: &Config, accounts: Arc<Accounts>) -> anyhow::Re
     let issuer = Issuer::new(
         config.issuer.clone(),
         config.signing_keys,
-        open_key_encryption(config)?,
+        open_key_encryption(config, accounts.store()).await?,
         accounts,
     );
     issuer

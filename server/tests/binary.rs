@@ -179,8 +179,20 @@ fn configuration_errors_are_actionable() {
             & 0o777,
         0o600
     );
-    // Another key-encryption key cannot open them: the console says which key is wrong.
+    // Without it, the console makes no new one the sealed keys would not open.
     std::fs::remove_file(&kek).unwrap();
+    let refused = console(dir.path())
+        .args(["admin", "rotate-signing-key"])
+        .output()
+        .unwrap();
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && message.contains("is missing, and the database holds 1 signing key(s) sealed"),
+        "{message}"
+    );
+    assert!(!kek.exists(), "no key was made");
+    // Another key-encryption key cannot open them: the console says which key is wrong.
     let other = dir.path().join("other-kek");
     std::fs::write(&other, "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=\n").unwrap();
     std::fs::set_permissions(&other, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();

@@ -868,10 +868,22 @@ async fn the_kubeconfig_wants_a_session_or_a_console_bearer_token_of_a_viewer_or
     let mut forged = console_token.clone();
     forged.truncate(forged.len() - 4);
     forged.push_str("AAAA");
-    for (case, token) in [
-        ("the kubernetes audience", kubectl_token.as_str()),
-        ("a forged signature", forged.as_str()),
-        ("not a JWT", "not-a-token"),
+    for (case, token, why) in [
+        (
+            "the kubernetes audience",
+            kubectl_token.as_str(),
+            "the token is for another audience (aud)",
+        ),
+        (
+            "a forged signature",
+            forged.as_str(),
+            "the signature does not verify",
+        ),
+        (
+            "not a JWT",
+            "not-a-token",
+            "the token is not a signed JWT (header.payload.signature)",
+        ),
     ] {
         let refused = fx
             .app
@@ -883,12 +895,13 @@ async fn the_kubeconfig_wants_a_session_or_a_console_bearer_token_of_a_viewer_or
             "{case}: {}",
             refused.body
         );
+        // The console's own words, not the JWT library's.
+        let challenge = refused.header("www-authenticate").unwrap();
         assert!(
-            refused
-                .header("www-authenticate")
-                .unwrap()
-                .contains("error=\"invalid_token\""),
-            "{case}"
+            challenge.contains(&format!(
+                "error=\"invalid_token\", error_description=\"{why}\""
+            )),
+            "{case}: {challenge}"
         );
     }
 
