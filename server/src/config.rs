@@ -365,7 +365,7 @@ pub enum ConfigError {
     #[error("BANLIEUE_CLUSTER_CA_FILE / --cluster-ca-file: cannot read {path}: {problem}")]
     ClusterCaFile { path: String, problem: String },
     #[error(
-        "BANLIEUE_CLAIM_TTL_CHOICES / --claim-ttl-choices: give one or more lifetimes in seconds, each at least 1, e.g. 900,3600"
+        "BANLIEUE_CLAIM_TTL_CHOICES / --claim-ttl-choices: give one or more lifetimes in seconds, each from 1 to 2592000 (30 days, what a claim may ask for), e.g. 900,3600"
     )]
     ClaimTtlChoices,
     #[error("BANLIEUE_CLUSTER_NAME / --cluster-name must not be empty")]
@@ -573,7 +573,8 @@ impl Settings {
 
     fn claim_ttl_choices(&self) -> Result<Vec<u32>, ConfigError> {
         let mut choices = self.claim_ttl_choices.clone();
-        if choices.is_empty() || choices.contains(&0) {
+        let allowed = 1..=cluster::crd::MAX_CLAIM_TTL_SECONDS;
+        if choices.is_empty() || !choices.iter().all(|ttl| allowed.contains(ttl)) {
             return Err(ConfigError::ClaimTtlChoices);
         }
         choices.sort_unstable();
@@ -712,6 +713,21 @@ mod tests {
         given.trusted_proxies = vec!["nope".into()];
         let error = given.validate().unwrap_err().to_string();
         assert!(error.starts_with("BANLIEUE_TRUSTED_PROXIES"), "{error}");
+    }
+
+    #[test]
+    fn claim_lifetimes_are_what_a_claim_may_ask_for() {
+        let mut given = settings("127.0.0.1:3000", None);
+        given.claim_ttl_choices = vec![3600, 900, 3600, 2_592_000];
+        assert_eq!(
+            given.validate().unwrap().claim_ttl_choices,
+            [900, 3600, 2_592_000]
+        );
+        for refused in [vec![], vec![0, 900], vec![900, 2_592_001]] {
+            given.claim_ttl_choices = refused;
+            let error = given.validate().unwrap_err().to_string();
+            assert!(error.contains("each from 1 to 2592000"), "{error}");
+        }
     }
 
     #[test]

@@ -37,6 +37,7 @@ struct Console {
 impl Console {
     async fn start(bed: &Testbed, warm: u32) -> Self {
         let namespace = bed.namespace("console").await;
+        banlieue_testbed::allow_leases_of_any_name(&bed.admin_client().await).await;
         let access = Impersonation::from_kubeconfig(Some(&bed.console_kubeconfig_path()))
             .await
             .unwrap();

@@ -35,10 +35,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
-What values.schema.json cannot say, or says and the templates must not rely on (helm
---skip-schema-validation): combinations the console would refuse at start, refused here.
+What values.schema.json cannot say, or cannot say why: the form of externalURL and the
+combinations the console would refuse at start, each refused here with its reason (a
+schema only names the rule that failed).
 */}}
 {{- define "banlieue-console.validate" -}}
+{{- if not (regexMatch "^https://[^/?#@\\s]+/?$" .Values.externalURL) }}
+{{- fail (printf "externalURL is %q: it must be https:// and a host (and port) only, no path, query or user: it is the OIDC issuer, and kube-apiserver takes only an https issuer" .Values.externalURL) }}
+{{- end }}
+{{- if and .Values.kubeconfig.certificateAuthority (not .Values.kubeconfig.server) }}
+{{- fail "kubeconfig.certificateAuthority is set without kubeconfig.server: the CA is embedded in downloaded kubeconfigs for that server; set it too" }}
+{{- end }}
 {{- if and (eq .Values.database.type "sqlite") (gt (int .Values.replicas) 1) }}
 {{- fail (printf "replicas is %d but database.type is sqlite: one process owns a SQLite file; use database.type: postgres for more than one replica" (int .Values.replicas)) }}
 {{- end }}
@@ -57,7 +64,13 @@ What values.schema.json cannot say, or says and the templates must not rely on (
 {{- if eq (int .Values.service.port) (int .Values.metricsPort) }}
 {{- fail (printf "service.port and metricsPort are both %d: the Service's console and metrics ports must differ" (int .Values.metricsPort)) }}
 {{- end }}
-{{- if and .Values.ingress.enabled (contains ":" (urlParse .Values.externalURL).host) }}
+{{- if .Values.ingress.enabled }}
+{{- $host := (urlParse .Values.externalURL).host }}
+{{- if contains ":" $host }}
 {{- fail (printf "ingress.enabled: the Ingress host is externalURL's, which must then have no port (%s)" .Values.externalURL) }}
+{{- end }}
+{{- if or (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $host)) (regexMatch "^[0-9.]+$" $host) }}
+{{- fail (printf "ingress.enabled: the Ingress host is externalURL's (%s), which must then be a lower-case DNS name, not an IP address: Kubernetes refuses other Ingress hosts" $host) }}
+{{- end }}
 {{- end }}
 {{- end }}

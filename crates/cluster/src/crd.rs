@@ -42,6 +42,8 @@ pub const MAX_IMAGE_REVISION_LEN: usize = 128;
 pub const MAX_IMAGE_LEN: usize = 512;
 /// The most virtual CPUs of a member.
 pub const MAX_CPU: u32 = 1_024;
+/// Upper bound of a claim's `spec.ttlSeconds`: 30 days, in seconds.
+pub const MAX_CLAIM_TTL_SECONDS: u32 = 2_592_000;
 /// The longest `template.memory`, in bytes.
 pub const MAX_MEMORY_LEN: usize = 32;
 
@@ -303,7 +305,7 @@ pub struct VirtualMachineClaimSpec {
     pub pool_ref: String,
     /// Lifetime in seconds, counted from the bind instant, never extended. Immutable.
     /// At most 30 days (2,592,000 s): sandboxes are short-lived.
-    #[schemars(range(min = 1, max = 2_592_000))]
+    #[schemars(range(min = 1, max = MAX_CLAIM_TTL_SECONDS))]
     pub ttl_seconds: u32,
     /// Whom the sandbox is handed to. Immutable; checked against the caller at creation.
     pub subject: ClaimSubject,

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use banlieue_testbed::{RELEASE, RELEASE_NAMESPACE, Testbed, unique_name};
 use cluster::chart::{self, ClaimSubjectPolicy};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{Discovery, Scope};
@@ -406,13 +407,7 @@ async fn the_schema_refuses_bad_values() {
         (&["replicas=0"], "/replicas"),
         (&["image.repository="], "/image/repository"),
         (&["image.pullPolicy=Sometimes"], "/image/pullPolicy"),
-        (
-            &["externalURL=https://console.example.com/console"],
-            "/externalURL",
-        ),
-        (&["externalURL=ftp://console.example.com"], "/externalURL"),
-        // kube-apiserver takes only an https issuer: NOTES' configuration would stop it.
-        (&["externalURL=http://console.example.com"], "/externalURL"),
+        (&["externalURL="], "/externalURL"),
         (
             &["claimSubjectPolicy.usernamePrefix=acme:"],
             "'usernamePrefix' not allowed",
@@ -423,28 +418,10 @@ async fn the_schema_refuses_bad_values() {
             &["database.postgres.urlSecret.key="],
             "/database/postgres/urlSecret/key",
         ),
-        (
-            &["database.type=postgres", "keyEncryption.secretName=kek"],
-            "/database/postgres/urlSecret/name",
-        ),
-        (
-            &[
-                "database.type=postgres",
-                "database.postgres.urlSecret.name=pg",
-            ],
-            "/keyEncryption/secretName",
-        ),
         (&["keyEncryption.key="], "/keyEncryption/key"),
         (
             &["keyEncryption.previousKey="],
             "/keyEncryption/previousKey",
-        ),
-        (
-            &[
-                "tls.secretName=tls",
-                "externalURL=http://console.example.com",
-            ],
-            "/externalURL",
         ),
         (&["tokens.idTokenTTLMinutes=0"], "/tokens/idTokenTTLMinutes"),
         (
@@ -471,18 +448,17 @@ async fn the_schema_refuses_bad_values() {
             ],
             "/kubeconfig/certificateAuthority",
         ),
-        (
-            &["kubeconfig.certificateAuthority=-----BEGIN CERTIFICATE-----"],
-            "/kubeconfig/server",
-        ),
         (&["kubeconfig.clusterName= "], "/kubeconfig/clusterName"),
         (&["runControllers=sometimes"], "/runControllers"),
         (&["claimTTLChoices={}"], "/claimTTLChoices"),
         (&["claimTTLChoices={0}"], "/claimTTLChoices/0"),
+        // A claim may ask for 30 days at most.
+        (&["claimTTLChoices={900,2592001}"], "/claimTTLChoices/1"),
         (
             &["trustedProxies={}", "trustedProxies[0]="],
             "/trustedProxies/0",
         ),
+        (&["trustedProxies={proxy.example.com}"], "/trustedProxies/0"),
         (&["log.format=xml"], "/log/format"),
         (&["containerPort=70000"], "/containerPort"),
         (&["metricsPort=0"], "/metricsPort"),
@@ -491,13 +467,7 @@ async fn the_schema_refuses_bad_values() {
             "/networkPolicy/metricsFrom/0",
         ),
         (&["service.port=0"], "/service/port"),
-        (
-            &[
-                "ingress.enabled=true",
-                "externalURL=https://console.example.com:8443",
-            ],
-            "/externalURL",
-        ),
+        (&["service.type=External"], "/service/type"),
         (&["ingress.annotations.a=1"], "/ingress/annotations/a"),
         (
             &["networkPolicy.apiServer.ports={}"],
@@ -533,10 +503,26 @@ async fn the_schema_refuses_bad_values() {
         ),
         (&["replica=2"], "'replica' not allowed"),
     ];
-    for (set, pointer) in cases {
+    // Values `--set` cannot give (an empty list), as JSON.
+    let json_cases: &[(&[&str], &str)] = &[
+        // Empty would open the metrics port to every address.
+        (
+            &["networkPolicy.metricsFrom=[]"],
+            "at '/networkPolicy/metricsFrom': minItems: got 0, want 1",
+        ),
+        (
+            &["trustedProxies=[\"10.0.0.1\", \"\"]"],
+            "/trustedProxies/1",
+        ),
+    ];
+    let given = cases
+        .iter()
+        .map(|case| ("--set", case))
+        .chain(json_cases.iter().map(|case| ("--set-json", case)));
+    for (flag, (set, pointer)) in given {
         let mut args = vec!["template", "schema", CHART];
         for s in *set {
-            args.extend(["--set", s]);
+            args.extend([flag, s]);
         }
         let stderr = helm_refuses(&bed, &args).await;
         assert!(
@@ -545,32 +531,77 @@ async fn the_schema_refuses_bad_values() {
             "{set:?}: expected a schema refusal at {pointer}, helm said: {stderr}"
         );
     }
+    // Rules of several keys, or whose reason a schema cannot give: the templates refuse
+    // them, saying why.
+    let refused: &[(&[&str], &str)] = &[
+        (
+            &["externalURL=https://console.example.com/console"],
+            "externalURL is \"https://console.example.com/console\": it must be https:// and a host (and port) only",
+        ),
+        (
+            &["externalURL=ftp://console.example.com"],
+            "it must be https://",
+        ),
+        // kube-apiserver takes only an https issuer: NOTES' configuration would stop it.
+        (
+            &["externalURL=http://console.example.com"],
+            "kube-apiserver takes only an https issuer",
+        ),
+        (
+            &["database.type=postgres", "keyEncryption.secretName=kek"],
+            "database.type is postgres: set database.postgres.urlSecret.name",
+        ),
+        (
+            &[
+                "database.type=postgres",
+                "database.postgres.urlSecret.name=pg",
+            ],
+            "database.type is postgres: set keyEncryption.secretName",
+        ),
+        (
+            &["kubeconfig.certificateAuthority=-----BEGIN CERTIFICATE-----"],
+            "kubeconfig.certificateAuthority is set without kubeconfig.server",
+        ),
+        (
+            &[
+                "ingress.enabled=true",
+                "externalURL=https://console.example.com:8443",
+            ],
+            "which must then have no port",
+        ),
+        (
+            &[
+                "ingress.enabled=true",
+                "externalURL=https://Console.example.com",
+            ],
+            "(Console.example.com), which must then be a lower-case DNS name",
+        ),
+        (
+            &["ingress.enabled=true", "externalURL=https://192.0.2.7"],
+            "not an IP address",
+        ),
+    ];
+    for (set, reason) in refused {
+        let mut args = vec!["template", "templates", CHART];
+        for s in *set {
+            args.extend(["--set", s]);
+        }
+        let stderr = helm_refuses(&bed, &args).await;
+        assert!(
+            stderr.contains("execution error") && stderr.contains(reason),
+            "{set:?}: expected the templates to refuse with {reason:?}, helm said: {stderr}"
+        );
+    }
 }
 
 #[tokio::test]
 async fn sqlite_with_more_than_one_replica_is_refused() {
     let Some(bed) = testbed() else { return };
-    // By the schema…
+    // By the templates, which say why.
     let stderr = helm_refuses(&bed, &["template", "two", CHART, "--set", "replicas=2"]).await;
     assert!(
-        stderr.contains("at '/replicas': maximum: got 2, want 1"),
-        "{stderr}"
-    );
-    // …and by the templates, should the schema be skipped.
-    let stderr = helm_refuses(
-        &bed,
-        &[
-            "template",
-            "two",
-            CHART,
-            "--set",
-            "replicas=2",
-            "--skip-schema-validation",
-        ],
-    )
-    .await;
-    assert!(
-        stderr.contains("replicas is 2 but database.type is sqlite"),
+        stderr
+            .contains("replicas is 2 but database.type is sqlite: one process owns a SQLite file"),
         "{stderr}"
     );
     // Two replicas on PostgreSQL are fine, with a PodDisruptionBudget; one has none.
@@ -924,11 +955,31 @@ async fn helm_install_runs_the_console_as_the_values_say() {
         ] {
             assert_eq!(kinds.contains(kind), wanted, "{file}: {kind} in {kinds:?}");
         }
+        let service = Api::<Service>::namespaced(client.clone(), &ns.name)
+            .get("banlieue-console")
+            .await
+            .unwrap();
+        assert_eq!(
+            Value::from(service.spec.unwrap().type_.unwrap()),
+            values["service"]["type"],
+            "{file}"
+        );
 
-        // NOTES.txt: SPEC §4's AuthenticationConfiguration for this issuer.
+        // NOTES.txt: SPEC §4's AuthenticationConfiguration for this issuer, and a warning
+        // for each Secret the values name (none was made here).
         let notes = bed
             .helm_ok(&["get", "notes", &release, "-n", &ns.name])
             .await;
+        let mut missing = named.clone();
+        if values["database"]["type"] == "postgres" {
+            missing.insert(text(&values["database"]["postgres"]["urlSecret"]["name"]));
+        }
+        let warned: BTreeSet<String> = notes
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("WARNING: the Secret "))
+            .filter_map(|rest| rest.split_once(' ').map(|(name, _)| name.to_owned()))
+            .collect();
+        assert_eq!(warned, missing, "{file}: {notes}");
         let snippet = notes
             .split_once("# --- AuthenticationConfiguration ---\n")
             .and_then(|(_, rest)| rest.split_once("# --- end ---"))

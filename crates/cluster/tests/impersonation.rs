@@ -10,10 +10,13 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use cluster::chart::ClaimSubjectPolicy;
+use cluster::ek_authority::EK_CA_SECRET;
 use cluster::impersonable::{GROUPS_ROLE, ROLE_LABEL, USERS_ROLE};
 use cluster::impersonation::may;
 use cluster::{Impersonation, KubernetesIdentity};
 use common::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
@@ -320,6 +323,74 @@ fn refused_by_policy<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_creates_only_its_ek_ca_secret_and_reaches_only_its_lease() {
+    let (server, _admin) = start_with_chart().await;
+    let console = console(&server).await;
+    let secrets = Api::<Secret>::namespaced(console.clone(), cluster::chart::RELEASE_NAMESPACE);
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let secret = |name: &str, type_: &str| -> Secret {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "annotations": {
+                "kubernetes.io/service-account.name": "namespace-controller"}},
+            "type": type_,
+            "data": {"tls.crt": "eA==", "tls.key": "eA=="},
+        }))
+        .unwrap()
+    };
+    for (what, refused) in [
+        ("another name", secret("console-made", "kubernetes.io/tls")),
+        (
+            "a token of another account under the CA's name",
+            secret(EK_CA_SECRET, "kubernetes.io/service-account-token"),
+        ),
+        (
+            "an Opaque Secret under the CA's name",
+            secret(EK_CA_SECRET, "Opaque"),
+        ),
+    ] {
+        match secrets.create(&dry, &refused).await {
+            Err(kube::Error::Api(s)) => assert!(
+                s.code == 403
+                    && s.message.contains(
+                        "the console service account may create only the kubernetes.io/tls \
+                         Secret banlieue-simulated-ek-ca"
+                    ),
+                "{what}: {}",
+                s.message
+            ),
+            other => panic!("{what}: expected the policy's refusal, got {other:?}"),
+        }
+    }
+    // The CA itself may be made (unless a simulated provider made it already).
+    match secrets
+        .create(&dry, &secret(EK_CA_SECRET, "kubernetes.io/tls"))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        other => panic!("the EK CA: {other:?}"),
+    }
+    // Leases by the controllers' name alone (the suites, which run many controllers on the
+    // test bed at once, allow theirs more; a fresh emulator holds only the chart).
+    if !server.is_real() {
+        let leases = Api::<Lease>::namespaced(console, cluster::chart::RELEASE_NAMESPACE);
+        match leases.get("someone-elses").await {
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "{}", s.message),
+            other => panic!("another Lease: {other:?}"),
+        }
+        match leases.get("banlieue-console-controllers").await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 404, "{}", s.message),
+            Err(other) => panic!("the controllers' Lease: {other}"),
+        }
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_may_only_list_console_groups_to_impersonate() {
     let (server, admin) = start_with_chart().await;
     let console = console(&server).await;
@@ -388,7 +459,8 @@ async fn the_console_may_only_list_console_groups_to_impersonate() {
 async fn the_controllers_keep_custom_roles_groups_impersonable() {
     let (server, admin) = start_with_chart().await;
     // The controllers as the console's ServiceAccount with the chart's RBAC (its Lease in
-    // the release namespace).
+    // the release namespace, named for this test).
+    banlieue_testbed::allow_leases_of_any_name(&admin).await;
     let sa = console(&server).await;
     let mut config = test_config(&admin, "impersonable");
     config.lease_namespace = cluster::chart::RELEASE_NAMESPACE.into();

@@ -187,6 +187,52 @@ pub fn unique_name(prefix: &str) -> String {
     format!("{prefix}-{suffix}")
 }
 
+/// Lets the console's ServiceAccount hold Leases of any name in the release namespace,
+/// where the chart allows it `banlieue-console-controllers` alone: the suites run many
+/// controllers at once on one cluster (the test bed, or an emulator), each electing its
+/// leader through a Lease named for its test. Applied server-side by `admin` (a cluster
+/// admin), so every test may call it, at once too.
+pub async fn allow_leases_of_any_name(admin: &Client) {
+    let objects = [
+        (
+            "Role",
+            serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "test-leases", "namespace": RELEASE_NAMESPACE},
+                "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                           "verbs": ["get", "update", "patch"]}],
+            }),
+        ),
+        (
+            "RoleBinding",
+            serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "test-leases", "namespace": RELEASE_NAMESPACE},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                            "name": "test-leases"},
+                "subjects": [{"kind": "ServiceAccount", "name": "banlieue-console",
+                              "namespace": RELEASE_NAMESPACE}],
+            }),
+        ),
+    ];
+    for (kind, object) in objects {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "rbac.authorization.k8s.io",
+            "v1",
+            kind,
+        ));
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(admin.clone(), RELEASE_NAMESPACE, &resource);
+        api.patch(
+            "test-leases",
+            &PatchParams::apply("banlieue-tests").force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("the tests' {kind} for Leases: {e}"));
+    }
+}
+
 /// A kube client from a kubeconfig's YAML.
 async fn client_from_yaml(yaml: &str) -> Client {
     let kubeconfig = Kubeconfig::from_yaml(yaml).expect("kubeconfig parses");
