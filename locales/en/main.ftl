@@ -73,7 +73,7 @@ error-confirmation-mismatch = Type the user's name exactly to confirm.
 error-invalid-date = Dates are written YYYY-MM-DD.
 
 error-password-unchanged = The new password must differ from the current one.
-error-hidden-characters = The display name and the e-mail may not contain invisible or reordering characters (control characters, zero-width spaces, right-to-left overrides, line separators).
+error-hidden-characters = The display name and the e-mail may not contain characters that would let them pass for other text: invisible or reordering characters (control characters, zero-width spaces, right-to-left overrides, line separators, blank letters), variation selectors after plain letters, or accents on nothing.
 error-invalid-email = The e-mail is not an address such as name@example.org.
 error-method-not-allowed = This address only takes a form submission. Go back and use the page's buttons.
 

@@ -67,7 +67,7 @@ error-confirmation-mismatch = 確認のため、ユーザー名を正確に入�
 error-invalid-date = 日付は YYYY-MM-DD の形で入力してください。
 
 error-password-unchanged = 新しいパスワードは現在のパスワードと違うものにしてください。
-error-hidden-characters = 表示名とメールアドレスに、見えない文字や表示順を変える文字（制御文字、ゼロ幅スペース、右から左への上書き、行区切り）は使えません。
+error-hidden-characters = 表示名とメールアドレスに、別の文字列に見せかけられる文字は使えません：見えない文字や表示順を変える文字（制御文字、ゼロ幅スペース、右から左への上書き、行区切り、空白に見える文字）、英数字の後の異体字セレクタ、単独の結合文字。
 error-invalid-email = メールアドレスの形式が正しくありません（例: name@example.org）。
 error-method-not-allowed = このアドレスはフォームの送信専用です。前のページに戻ってボタンを使ってください。
 

@@ -231,8 +231,7 @@ pub async fn kubeconfig(State(app): State<AppState>, request: Request) -> Respon
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(bearer_token);
     let signed_in = request.extensions().get::<CurrentUser>().map(|c| &c.0);
     let allowed = match (bearer, signed_in) {
         (Some(token), _) => match app
@@ -292,6 +291,13 @@ fn accepts_html(request: &Request) -> bool {
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|accept| accept.contains("text/html"))
+}
+
+/// The token of an `Authorization: Bearer <token>` header; the scheme's case does not
+/// matter (RFC 7235 §2.1).
+fn bearer_token(authorization: &str) -> Option<&str> {
+    let (scheme, token) = authorization.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// `401` asking for a bearer token (RFC 6750 §3), with the error when one was refused.

@@ -862,12 +862,25 @@ async fn the_kubeconfig_wants_a_session_or_a_console_bearer_token_of_a_viewer_or
         .await;
     assert_eq!(served.status, StatusCode::OK, "{}", served.body);
     assert!(served.body.contains("command: banlieue"));
+    // The scheme is case-insensitive (RFC 7235 §2.1).
+    let lower = fx
+        .app
+        .send(kubeconfig_with(&format!("bearer {console_token}")))
+        .await;
+    assert_eq!(lower.status, StatusCode::OK, "{}", lower.body);
 
     // Not a console token: kubectl's audience, a forged signature, garbage.
     let kubectl_token = fx.tokens().await["id_token"].as_str().unwrap().to_owned();
     let mut forged = console_token.clone();
     forged.truncate(forged.len() - 4);
     forged.push_str("AAAA");
+    let unknown_kid = {
+        use base64::Engine as _;
+        let header = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(r#"{"alg":"RS256","kid":"SECRET-token-text"}"#);
+        let (_, rest) = console_token.split_once('.').unwrap();
+        format!("{header}.{rest}")
+    };
     for (case, token, why) in [
         (
             "the kubernetes audience",
@@ -883,6 +896,12 @@ async fn the_kubeconfig_wants_a_session_or_a_console_bearer_token_of_a_viewer_or
             "not a JWT",
             "not-a-token",
             "the token is not a signed JWT (header.payload.signature)",
+        ),
+        // The caller's own text (here a key id) is never echoed.
+        (
+            "an unknown key id",
+            unknown_kid.as_str(),
+            "the token's key (kid) is not published",
         ),
     ] {
         let refused = fx

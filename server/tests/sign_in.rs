@@ -618,6 +618,24 @@ async fn a_full_hash_queue_answers_503_at_once() {
             .all(|r| r.header("retry-after").as_deref() == Some("1"))
     );
     assert!(busy[0].alert().unwrap().contains("Try again in one second"));
+    // Fresh names from fresh addresses share no throttle key: the refusals still write
+    // one row for the window, not one each; the metric counts every one.
+    let busy_rows = app
+        .store()
+        .recent_audit(500)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.result == "busy")
+        .count();
+    assert_eq!(busy_rows, 1, "{} refusals", busy.len());
+    assert_eq!(
+        sample(
+            &app.metrics().await,
+            r#"banlieue_sign_ins_total{result="busy"}"#
+        ),
+        Some(busy.len() as f64)
+    );
 }
 
 #[tokio::test]

@@ -465,13 +465,19 @@ async fn profiles_refuse_hidden_characters_and_actions_need_a_version() {
         "\u{2067}eve\u{2069}",
         "eve\u{2028}admin",
         "\u{feff}eve",
+        // Look like "admin", or like nothing: a variation selector after a plain letter,
+        // a blank letter, an unassigned code point, a mark on nothing.
+        "admin\u{fe0f}",
+        "\u{3164}",
+        "adm\u{2065}in",
+        "\u{20e3}",
     ] {
         let bad = app.send(create(hidden, "")).await;
         assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{hidden:?}");
         assert!(
             bad.alert()
                 .unwrap()
-                .contains("invisible or reordering characters"),
+                .contains("would let them pass for other text"),
             "{hidden:?}: {:?}",
             bad.alert()
         );

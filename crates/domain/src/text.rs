@@ -5,8 +5,9 @@ use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 /// Whether `c` is a character others would not see, or one that changes how the text
 /// around it is shown: General_Category Cc (controls: NUL, escape sequences), Cf (format:
 /// zero-width spaces and joiners, bidirectional overrides and isolates such as U+202E,
-/// U+2066, the byte order mark), Zl and Zp (line and paragraph separators), and the
-/// [`BLANK_LETTERS`].
+/// U+2066, the byte order mark), Zl and Zp (line and paragraph separators), Co (private
+/// use: any font may draw anything) and Cn (unassigned: U+2065, U+FFF0 and the like, which
+/// fonts draw as nothing), and the [`BLANK_LETTERS`].
 pub fn is_hidden(c: char) -> bool {
     matches!(
         c.general_category(),
@@ -14,7 +15,51 @@ pub fn is_hidden(c: char) -> bool {
             | GeneralCategory::Format
             | GeneralCategory::LineSeparator
             | GeneralCategory::ParagraphSeparator
+            | GeneralCategory::PrivateUse
+            | GeneralCategory::Unassigned
     ) || BLANK_LETTERS.contains(&c)
+}
+
+/// Marks stacked on one character beyond which text is refused ("zalgo" that covers the
+/// text around it); Vietnamese, the most mark-laden common script, needs two.
+pub const MAX_STACKED_MARKS: usize = 3;
+
+/// The first character of `text` that would let it pass for other text when shown to
+/// other people, with its offset in characters: an [`is_hidden`] one; a variation
+/// selector (U+FE00–U+FE0F, U+E0100–U+E01EF, the Mongolian U+180B–U+180F) that does not
+/// follow a non-ASCII character (after `Alice` it shows as nothing; after an emoji or a
+/// kanji it picks its form, as Japanese names' ideographic variants need); a combining
+/// mark (General_Category Mn, Me) at the start or after a space, or beyond
+/// [`MAX_STACKED_MARKS`] on one character.
+pub fn disguising_character(text: &str) -> Option<(usize, char)> {
+    let mut previous: Option<char> = None;
+    let mut stacked = 0;
+    for (at, c) in text.chars().enumerate() {
+        let mark = matches!(
+            c.general_category(),
+            GeneralCategory::NonspacingMark | GeneralCategory::EnclosingMark
+        );
+        let disguises = if is_hidden(c) {
+            true
+        } else if is_variation_selector(c) {
+            !previous.is_some_and(|p| !p.is_ascii() && !is_variation_selector(p))
+        } else if mark {
+            stacked += 1;
+            previous.is_none_or(char::is_whitespace) || stacked > MAX_STACKED_MARKS
+        } else {
+            stacked = 0;
+            false
+        };
+        if disguises {
+            return Some((at, c));
+        }
+        previous = Some(c);
+    }
+    None
+}
+
+fn is_variation_selector(c: char) -> bool {
+    matches!(c, '\u{FE00}'..='\u{FE0F}' | '\u{E0100}'..='\u{E01EF}' | '\u{180B}'..='\u{180D}' | '\u{180F}')
 }
 
 /// Letters and marks that show as nothing, or as an empty cell, outside the categories
@@ -61,6 +106,39 @@ mod tests {
         }
         for shown in ['a', ' ', 'é', '山', '🙂', 'ㄱ', '⠁'] {
             assert!(!is_hidden(shown), "{shown:?}");
+        }
+    }
+
+    #[test]
+    fn text_that_would_pass_for_other_text_is_found() {
+        for (text, at) in [
+            ("Alice\u{FE0F}", 5),
+            ("Ali\u{E0100}ce", 3),
+            ("a\u{180B}", 1),
+            ("x\u{2065}", 1),
+            ("\u{E000}", 0),
+            ("\u{20E3}", 0),
+            ("a \u{0301}", 2),
+            ("e\u{0300}\u{0300}\u{0300}\u{0300}", 4),
+            ("adm\u{200B}in", 3),
+            ("🙂\u{FE0F}\u{FE0F}", 2),
+        ] {
+            assert_eq!(
+                disguising_character(text).map(|(at, _)| at),
+                Some(at),
+                "{text:?}"
+            );
+        }
+        for text in [
+            "Alice Martin",
+            "❤\u{FE0F} Ève",
+            "葛\u{E0100}飾 北斎",
+            "Nguyễn Văn Thưởng",
+            "e\u{0301}",
+            "Ти\u{0306}ша",
+            "",
+        ] {
+            assert_eq!(disguising_character(text), None, "{text:?}");
         }
     }
 }

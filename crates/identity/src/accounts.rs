@@ -123,6 +123,34 @@ pub struct Accounts {
     cache_ttl: Duration,
     session_lifetime: time::Duration,
     metrics: Arc<IdentityMetrics>,
+    busy: Mutex<BusyRefusals>,
+}
+
+/// This replica's sign-ins refused by a full hash queue, for their audit rows: a flood of
+/// fresh names from fresh addresses, which no throttle key summarises, would otherwise
+/// write a row per request.
+#[derive(Debug, Default)]
+struct BusyRefusals {
+    last_audited: Option<Instant>,
+    /// Refusals since the last audited one.
+    unaudited: u32,
+}
+
+impl BusyRefusals {
+    /// `Some(n)` when the refusal at `now` is audited (the first of its
+    /// [`THROTTLED_AUDIT_WINDOW`](crate::THROTTLED_AUDIT_WINDOW)), `n` being the refusals
+    /// not audited since the last row; `None`: counted, not written.
+    fn refused(&mut self, now: Instant) -> Option<u32> {
+        let due = self
+            .last_audited
+            .is_none_or(|last| now.duration_since(last) >= crate::THROTTLED_AUDIT_WINDOW);
+        if !due {
+            self.unaudited = self.unaudited.saturating_add(1);
+            return None;
+        }
+        self.last_audited = Some(now);
+        Some(std::mem::take(&mut self.unaudited))
+    }
 }
 
 /// How long a request may trust a cached user before re-reading it (SPEC §3: ≤ 10 s).
@@ -145,6 +173,7 @@ impl Accounts {
             cache_ttl: USER_CACHE_TTL,
             session_lifetime: SESSION_LIFETIME,
             metrics: Arc::default(),
+            busy: Mutex::default(),
         }
     }
 
@@ -185,8 +214,9 @@ impl Accounts {
     /// exactly one argon2id verification, whether the user exists or not; a throttled
     /// attempt, a full hash queue or an over-long password costs none and reveals nothing
     /// about the user. Every attempt is audited, except that the refusals of one throttled
-    /// key write one row per [`THROTTLED_AUDIT_WINDOW`](crate::THROTTLED_AUDIT_WINDOW) (which counts the others); the
-    /// metrics count every attempt.
+    /// key, and those of a full hash queue, write one row per
+    /// [`THROTTLED_AUDIT_WINDOW`](crate::THROTTLED_AUDIT_WINDOW) and replica (which counts
+    /// the others); the metrics count every attempt.
     pub async fn sign_in(&self, attempt: SignInAttempt<'_>) -> Result<UserRecord, SignInError> {
         let target = audit_safe(attempt.user_name);
         let admission = self
@@ -232,6 +262,26 @@ impl Accounts {
             Ok(user) => user.name.to_string(),
             Err(_) => "-".to_owned(),
         };
+        if matches!(result, Err(SignInError::Busy { .. })) {
+            let audited = self
+                .busy
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .refused(Instant::now());
+            match audited {
+                Some(0) => {
+                    self.audit(&actor, SIGN_IN, &target, attempt.source, outcome)
+                        .await
+                }
+                Some(unaudited) => {
+                    let detail = format!("{unaudited} more refused since the last row");
+                    self.audit_event(&actor, SIGN_IN, &target, attempt.source, outcome, &detail)
+                        .await
+                }
+                None => self.metrics.observe(SIGN_IN, outcome),
+            }
+            return result;
+        }
         self.audit(&actor, SIGN_IN, &target, attempt.source, outcome)
             .await;
         result

@@ -81,7 +81,7 @@ pub enum AdminError {
     #[error("the typed confirmation does not name the user")]
     ConfirmationMismatch,
     #[error(
-        "the display name or e-mail contains an invisible or reordering character (a control, format or line-separator character such as U+200B or U+202E)"
+        "the display name or e-mail contains a character that would let it pass for other text (banlieue_domain::text::disguising_character: an invisible, reordering, unassigned or private-use character such as U+200B, U+202E or U+3164, a variation selector after an ASCII letter, or a mark on nothing)"
     )]
     HiddenCharacters,
     #[error("the e-mail is not an address such as name@example.org")]
@@ -539,7 +539,7 @@ fn grantable_roles(
 fn check_profile(profile: &UserProfile) -> Result<(), AdminError> {
     // A display name is shown to other people: one that reads as someone else's (`zw1` as
     // "admin") is refused.
-    let hides = |text: &str| text.chars().any(banlieue_domain::text::is_hidden);
+    let hides = |text: &str| banlieue_domain::text::disguising_character(text).is_some();
     if hides(&profile.display_name) || hides(&profile.email) {
         return Err(AdminError::HiddenCharacters);
     }

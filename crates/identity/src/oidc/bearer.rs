@@ -44,7 +44,11 @@ impl Issuer {
         now: OffsetDateTime,
     ) -> Result<UserRecord, BearerError> {
         let invalid = |e: jsonwebtoken::errors::Error| BearerError::InvalidToken(why_invalid(&e));
-        let header = jsonwebtoken::decode_header(token).map_err(invalid)?;
+        let header = jsonwebtoken::decode_header(token).map_err(|_| {
+            BearerError::InvalidToken(
+                "the token is not a signed JWT (header.payload.signature)".into(),
+            )
+        })?;
         let kid = header
             .kid
             .ok_or_else(|| BearerError::InvalidToken("no key id (kid)".into()))?;
@@ -55,9 +59,10 @@ impl Issuer {
             .map_err(|e| BearerError::Internal(e.to_string()))?;
         let jwks: JwkSet =
             serde_json::from_str(&jwks).map_err(|e| BearerError::Internal(e.to_string()))?;
-        let jwk = jwks
-            .find(&kid)
-            .ok_or_else(|| BearerError::InvalidToken(format!("key {kid} is not published")))?;
+        let jwk = jwks.find(&kid).ok_or_else(|| {
+            // Not echoed: the caller's text never reaches the error_description.
+            BearerError::InvalidToken("the token's key (kid) is not published".into())
+        })?;
         let key = DecodingKey::from_jwk(jwk).map_err(invalid)?;
         let mut validation = Validation::new(Algorithm::RS256);
         validation.set_issuer(&[&self.config.issuer_url]);
