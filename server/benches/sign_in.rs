@@ -89,31 +89,23 @@ fn sign_in_during_flood(c: &mut Criterion) {
             }
         }
     };
-    let flood =
-        {
-            let app = app.clone();
-            move |wave: u32| {
-                let attacker = IpAddr::from([198, 51, (wave >> 8) as u8, wave as u8]);
-                let app = app.clone();
-                tokio::spawn(async move {
-                    let guess = form(&[("user_name", "admin"), ("password", "guess")]);
-                    futures::future::join_all((0..200).map(|_| {
-                        app.send(post_form_from("/sign-in", guess.clone(), None, attacker))
-                    }))
-                    .await
-                })
-            }
-        };
-
-    let distributed_flood = {
+    // Wave `wave` of 200 concurrent wrong sign-ins: for `admin` from one new address, or
+    // (`distributed`) each for a new name from a new address.
+    let flood = {
         let app = app.clone();
-        move |wave: u32| {
+        move |wave: u32, distributed: bool| {
             let app = app.clone();
             tokio::spawn(async move {
                 futures::future::join_all((0..200u32).map(|i| {
-                    let n = wave * 200 + i;
-                    let guess = form(&[("user_name", &format!("u{n}")), ("password", "guess")]);
-                    let attacker = IpAddr::from([10, (n >> 16) as u8, (n >> 8) as u8, n as u8]);
+                    let (name, attacker) = if distributed {
+                        let n = wave * 200 + i;
+                        let address = [10, (n >> 16) as u8, (n >> 8) as u8, n as u8];
+                        (format!("u{n}"), IpAddr::from(address))
+                    } else {
+                        let address = [198, 51, (wave >> 8) as u8, wave as u8];
+                        ("admin".to_owned(), IpAddr::from(address))
+                    };
+                    let guess = form(&[("user_name", &name), ("password", "guess")]);
                     app.send(post_form_from("/sign-in", guess, None, attacker))
                 }))
                 .await
@@ -135,40 +127,25 @@ fn sign_in_during_flood(c: &mut Criterion) {
             }
         })
     });
-    let mut wave = 0u32;
-    group.bench_function("during_flood", |b| {
-        b.to_async(&runtime).iter_custom(|iterations| {
-            let (sign_in_bob, flood) = (sign_in_bob.clone(), flood.clone());
-            let first = wave;
-            wave += iterations as u32;
-            async move {
-                let mut total = Duration::ZERO;
-                for i in 0..iterations {
-                    let attack = flood(first + i as u32);
-                    total += sign_in_bob().await;
-                    attack.await.unwrap();
+    for (case, distributed) in [("during_flood", false), ("during_distributed_flood", true)] {
+        let mut wave = 0u32;
+        group.bench_function(case, |b| {
+            b.to_async(&runtime).iter_custom(|iterations| {
+                let (sign_in_bob, flood) = (sign_in_bob.clone(), flood.clone());
+                let first = wave;
+                wave += iterations as u32;
+                async move {
+                    let mut total = Duration::ZERO;
+                    for i in 0..iterations {
+                        let attack = flood(first + i as u32, distributed);
+                        total += sign_in_bob().await;
+                        attack.await.unwrap();
+                    }
+                    total
                 }
-                total
-            }
-        })
-    });
-    let mut wave = 0u32;
-    group.bench_function("during_distributed_flood", |b| {
-        b.to_async(&runtime).iter_custom(|iterations| {
-            let (sign_in_bob, flood) = (sign_in_bob.clone(), distributed_flood.clone());
-            let first = wave;
-            wave += iterations as u32;
-            async move {
-                let mut total = Duration::ZERO;
-                for i in 0..iterations {
-                    let attack = flood(first + i as u32);
-                    total += sign_in_bob().await;
-                    attack.await.unwrap();
-                }
-                total
-            }
-        })
-    });
+            })
+        });
+    }
     group.finish();
 }
 

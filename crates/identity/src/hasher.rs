@@ -234,14 +234,19 @@ mod tests {
         PasswordHasher::with_params(Params::new(256, 1, 1, None).unwrap())
     }
 
-    #[tokio::test]
-    async fn a_full_queue_refuses_at_once_without_hashing() {
+    /// A hasher slow enough for its lanes to fill, the hash of "right", and "wrong".
+    async fn slow_with_hash() -> (PasswordHasher, String, Password) {
         let hasher = PasswordHasher::with_params(Params::new(8 * 1024, 2, 1, None).unwrap());
         let phc = hasher
             .hash(&Password::presented("right").unwrap())
             .await
             .unwrap();
-        let wrong = Password::presented("wrong").unwrap();
+        (hasher, phc, Password::presented("wrong").unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_refuses_at_once_without_hashing() {
+        let (hasher, phc, wrong) = slow_with_hash().await;
         let extra = 5;
         let mut checks = tokio::task::JoinSet::new();
         for _ in 0..PasswordHasher::CONCURRENCY + PasswordHasher::QUEUE + extra {
@@ -269,12 +274,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_known_hash_passes_a_full_anonymous_lane() {
-        let hasher = PasswordHasher::with_params(Params::new(8 * 1024, 2, 1, None).unwrap());
-        let phc = hasher
-            .hash(&Password::presented("right").unwrap())
-            .await
-            .unwrap();
-        let wrong = Password::presented("wrong").unwrap();
+        let (hasher, phc, wrong) = slow_with_hash().await;
         let finished = Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut checks = tokio::task::JoinSet::new();
         let lane_size = PasswordHasher::CONCURRENCY + PasswordHasher::QUEUE;
