@@ -296,6 +296,21 @@ fn refused_shapes(current: &ClusterRole, other: &str) -> Vec<(&'static str, Clus
                     json!({"rbac.authorization.k8s.io/aggregate-to-admin": "true"})
             }),
         ),
+        (
+            "an owner (the garbage collector would delete the list)",
+            changed(current, |v| {
+                v["metadata"]["ownerReferences"] = json!([{
+                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                    "name": "gone", "uid": "00000000-0000-0000-0000-000000000002",
+                }])
+            }),
+        ),
+        (
+            "a finalizer (the list could never be deleted)",
+            changed(current, |v| {
+                v["metadata"]["finalizers"] = json!(["example.com/keep"])
+            }),
+        ),
     ]
 }
 
