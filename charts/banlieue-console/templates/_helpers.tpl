@@ -35,6 +35,30 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
+The claimSubjectPolicy values as the admission policies' CEL reads them, written into the
+policies themselves (a policy with a parameter object denies everything while that object
+is missing, as during `helm uninstall`, and kube-apiserver can lose track of a re-created
+one: kubernetes/kubernetes#130887). JSON's string and list syntax is CEL's.
+celEntries: a multi-line value as a list of its entries, trimmed, blank lines dropped.
+celIssuerPrefixes: the `<issuer>=<prefix>` lines of issuerPrefixes as [issuer, prefix]
+pairs, split at the last `=`, each side trimmed; lines without `=` dropped.
+cluster::chart::manifests writes the same lists for the in-process install.
+*/}}
+{{- define "banlieue-console.celEntries" -}}
+{{- $entries := list }}
+{{- range splitList "\n" . }}{{ if trim . }}{{ $entries = append $entries (trim .) }}{{ end }}{{ end }}
+{{- $entries | toJson | toJson }}
+{{- end }}
+
+{{- define "banlieue-console.celIssuerPrefixes" -}}
+{{- $pairs := list }}
+{{- range splitList "\n" . }}{{ if contains "=" . }}
+{{- $pairs = append $pairs (list (regexReplaceAll "=[^=]*$" . "" | trim) (regexReplaceAll "^.*=" . "" | trim)) }}
+{{- end }}{{ end }}
+{{- $pairs | toJson | toJson }}
+{{- end }}
+
+{{/*
 What values.schema.json cannot say, or cannot say why: the form of externalURL and the
 combinations the console would refuse at start, each refused here with its reason (a
 schema only names the rule that failed).

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use cluster::chart::{ClaimSubjectPolicy, POLICY_PARAMS, RELEASE_NAMESPACE};
+use cluster::chart::{ClaimSubjectPolicy, RELEASE_NAMESPACE};
 use common::*;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
@@ -312,30 +312,6 @@ async fn the_claim_subject_policy() {
     assert_eq!(running.metrics.reconcile_errors.total(), 0);
     running.stop().await;
 
-    // Without the params ConfigMap the binding denies (parameterNotFoundAction: Deny). On
-    // the shared test bed it is put back afterwards.
-    let params =
-        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(admin.clone(), RELEASE_NAMESPACE);
-    let mut saved = params.get(POLICY_PARAMS).await.unwrap();
-    params
-        .delete(POLICY_PARAMS, &Default::default())
-        .await
-        .unwrap();
-    match alice
-        .create(&pp, &claim_from("later", ISSUER, "alice"))
-        .await
-    {
-        Err(kube::Error::Api(s)) => assert!(s.message.contains("no params found"), "{}", s.message),
-        other => panic!("expected a denial without params, got {other:?}"),
-    }
-    saved.metadata = kube::api::ObjectMeta {
-        name: saved.metadata.name,
-        namespace: saved.metadata.namespace,
-        labels: saved.metadata.labels,
-        annotations: saved.metadata.annotations,
-        ..Default::default()
-    };
-    params.create(&pp, &saved).await.unwrap();
     emu.shutdown().await;
 }
 
