@@ -383,6 +383,14 @@ pub enum ConfigError {
     )]
     TrustedProxies { value: String },
     #[error(
+        "BANLIEUE_TRUSTED_PROXIES / --trusted-proxies: {value:?} has bits set past its prefix: write the range as {range}, or the one address as {address}"
+    )]
+    TrustedProxyHostBits {
+        value: String,
+        range: ipnet::IpNet,
+        address: ipnet::IpNet,
+    },
+    #[error(
         "{given} is set but {missing} is not: give both the certificate and its key to serve HTTPS, or neither to serve HTTP"
     )]
     TlsPair {
@@ -553,20 +561,29 @@ impl Settings {
     }
 
     /// Each entry an IP address (a one-address range) or a CIDR range such as
-    /// `10.0.0.0/8`; empty entries (an empty variable, a trailing comma) are skipped.
+    /// `10.0.0.0/8` written with its first address (`10.0.0.1/8` is refused rather than
+    /// read as either the range or the address); empty entries (an empty variable, a
+    /// trailing comma) are skipped.
     fn trusted_proxies(&self) -> Result<Vec<ipnet::IpNet>, ConfigError> {
         self.trusted_proxies
             .iter()
             .map(|entry| entry.trim())
             .filter(|entry| !entry.is_empty())
             .map(|entry| {
-                entry
+                let net = entry
                     .parse::<ipnet::IpNet>()
                     .or_else(|_| entry.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-                    .map(|net| net.trunc())
                     .map_err(|_| ConfigError::TrustedProxies {
                         value: entry.to_owned(),
-                    })
+                    })?;
+                if net != net.trunc() {
+                    return Err(ConfigError::TrustedProxyHostBits {
+                        value: entry.to_owned(),
+                        range: net.trunc(),
+                        address: ipnet::IpNet::from(net.addr()),
+                    });
+                }
+                Ok(net)
             })
             .collect()
     }
@@ -713,6 +730,15 @@ mod tests {
         given.trusted_proxies = vec!["nope".into()];
         let error = given.validate().unwrap_err().to_string();
         assert!(error.starts_with("BANLIEUE_TRUSTED_PROXIES"), "{error}");
+        given.trusted_proxies = vec!["10.0.0.1/8".into()];
+        let error = given.validate().unwrap_err().to_string();
+        assert!(
+            error.ends_with("write the range as 10.0.0.0/8, or the one address as 10.0.0.1/32"),
+            "{error}"
+        );
+        given.trusted_proxies = vec!["fd00::1/8".into()];
+        let error = given.validate().unwrap_err().to_string();
+        assert!(error.contains("fd00::/8"), "{error}");
     }
 
     #[test]

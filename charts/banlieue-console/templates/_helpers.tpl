@@ -67,6 +67,13 @@ schema only names the rule that failed).
 {{- if not (regexMatch "^https://[^/?#@\\s]+/?$" .Values.externalURL) }}
 {{- fail (printf "externalURL is %q: it must be https:// and a host (and port) only, no path, query or user: it is the OIDC issuer, and kube-apiserver takes only an https issuer" .Values.externalURL) }}
 {{- end }}
+{{- include "banlieue-console.checkAuthority" (dict "name" "externalURL" "value" .Values.externalURL) }}
+{{- with .Values.kubeconfig.server }}
+{{- include "banlieue-console.checkAuthority" (dict "name" "kubeconfig.server" "value" .) }}
+{{- end }}
+{{- range .Values.trustedProxies }}
+{{- include "banlieue-console.checkRange" . }}
+{{- end }}
 {{- if and .Values.kubeconfig.certificateAuthority (not .Values.kubeconfig.server) }}
 {{- fail "kubeconfig.certificateAuthority is set without kubeconfig.server: the CA is embedded in downloaded kubeconfigs for that server; set it too" }}
 {{- end }}
@@ -95,6 +102,58 @@ schema only names the rule that failed).
 {{- end }}
 {{- if or (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $host)) (regexMatch "^[0-9.]+$" $host) }}
 {{- fail (printf "ingress.enabled: the Ingress host is externalURL's (%s), which must then be a lower-case DNS name, not an IP address: Kubernetes refuses other Ingress hosts" $host) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Fails unless the URL .value (setting .name) has a host the console can parse: a DNS name,
+an IPv4 address or a bracketed IPv6 one, with an optional port from 1 to 65535.
+*/}}
+{{- define "banlieue-console.checkAuthority" -}}
+{{- $authority := regexReplaceAll "^[A-Za-z][-+.A-Za-z0-9]*://([^/?#]*).*$" .value "${1}" }}
+{{- if not (regexMatch "^([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*|\\[[0-9A-Fa-f:.]+\\])(:[0-9]{1,5})?$" $authority) }}
+{{- fail (printf "%s is %q: after the scheme comes a host (a DNS name, an IPv4 address or a bracketed IPv6 one) and an optional port" .name .value) }}
+{{- end }}
+{{- $host := regexReplaceAll ":[0-9]+$" $authority "" }}
+{{- if regexMatch "^[0-9.]+$" $host }}
+{{- $octets := splitList "." $host }}
+{{- if ne (len $octets) 4 }}
+{{- fail (printf "%s is %q: %s is not an IPv4 address (four numbers from 0 to 255)" .name .value $host) }}
+{{- end }}
+{{- range $octets }}
+{{- if or (eq . "") (gt (atoi .) 255) }}
+{{- fail (printf "%s is %q: %s is not an IPv4 address (four numbers from 0 to 255)" $.name $.value $host) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $port := regexFind ":[0-9]+$" $authority | trimPrefix ":" }}
+{{- if and $port (or (lt (atoi $port) 1) (gt (atoi $port) 65535)) }}
+{{- fail (printf "%s is %q: port %s is not from 1 to 65535" .name .value $port) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Fails when the IPv4 range . (a trustedProxies entry, its syntax checked by the schema)
+has bits set past its prefix, as 10.0.0.1/8: the console would refuse to start, not
+guess whether the range (10.0.0.0/8) or the address (10.0.0.1/32) was meant. IPv6
+ranges are checked by the console at start.
+*/}}
+{{- define "banlieue-console.checkRange" -}}
+{{- if regexMatch "^[0-9.]+/[0-9]+$" . }}
+{{- $parts := splitList "/" . }}
+{{- $address := 0 }}
+{{- range splitList "." (first $parts) }}
+{{- $address = add (mul $address 256) (atoi .) }}
+{{- end }}
+{{- $block := 1 }}
+{{- range until (sub 32 (atoi (last $parts)) | int) }}
+{{- $block = mul $block 2 }}
+{{- end }}
+{{- if ne (mod $address $block) 0 }}
+{{- $network := sub $address (mod $address $block) }}
+{{- $first := printf "%d.%d.%d.%d" (div $network 16777216) (mod (div $network 65536) 256) (mod (div $network 256) 256) (mod $network 256) }}
+{{- fail (printf "trustedProxies: %s has bits set past its /%s prefix: write the range as %s/%s, or the one address as %s/32" . (last $parts) $first (last $parts) (first $parts)) }}
 {{- end }}
 {{- end }}
 {{- end }}

@@ -508,6 +508,28 @@ async fn the_schema_refuses_bad_values() {
             "/claimSubjectPolicy/brokers",
         ),
         (&["replica=2"], "'replica' not allowed"),
+        // What the API server would refuse after Helm applied the rest.
+        (&["ingress.className=Nginx"], "/ingress/className"),
+        (&["ingress.tlsSecretName=Web_TLS"], "/ingress/tlsSecretName"),
+        (
+            &["database.sqlite.storageClassName=Fast_SSD"],
+            "/database/sqlite/storageClassName",
+        ),
+        (&["database.sqlite.size=lots"], "/database/sqlite/size"),
+        (&["tls.secretName=My_Secret"], "/tls/secretName"),
+        (&["keyEncryption.key=a/b"], "/keyEncryption/key"),
+        (
+            &["database.postgres.urlSecret.key=url?"],
+            "/database/postgres/urlSecret/key",
+        ),
+        (
+            &["resources.limits.memory=lots"],
+            "/resources/limits/memory",
+        ),
+        (
+            &["service.externalTrafficPolicy=Nearest"],
+            "/service/externalTrafficPolicy",
+        ),
     ];
     // Values `--set` cannot give (an empty list), as JSON.
     let json_cases: &[(&[&str], &str)] = &[
@@ -519,6 +541,48 @@ async fn the_schema_refuses_bad_values() {
         (
             &["trustedProxies=[\"10.0.0.1\", \"\"]"],
             "/trustedProxies/1",
+        ),
+        // The console would refuse these at start.
+        (&["trustedProxies=[\"999.1.1.1\"]"], "/trustedProxies/0"),
+        (&["trustedProxies=[\"10.0.0.0/99\"]"], "/trustedProxies/0"),
+        // An empty peer, or an ipBlock beside a selector, the API server refuses.
+        (
+            &["networkPolicy.metricsFrom=[{}]"],
+            "/networkPolicy/metricsFrom/0",
+        ),
+        (
+            &[
+                "networkPolicy.ingressFrom=[{\"ipBlock\": {\"cidr\": \"10.0.0.0/8\"}, \"podSelector\": {}}]",
+            ],
+            "/networkPolicy/ingressFrom/0",
+        ),
+        (
+            &["networkPolicy.dns.to=[{\"ipBlock\": {\"cidr\": \"10.0.0.0/40\"}}]"],
+            "/networkPolicy/dns/to/0/ipBlock/cidr",
+        ),
+        (
+            &["ingress.annotations={\"bad key!\": \"x\"}"],
+            "invalid propertyName 'bad key!'",
+        ),
+        (
+            &["service.annotations={\"a/b/c\": \"x\"}"],
+            "invalid propertyName 'a/b/c'",
+        ),
+        (
+            &["imagePullSecrets=[{\"name\": \"Registry\"}]"],
+            "/imagePullSecrets/0/name",
+        ),
+        (
+            &["nodeSelector={\"zone\": \"not a label value\"}"],
+            "/nodeSelector/zone",
+        ),
+        (
+            &["tolerations=[{\"key\": \"a\", \"operator\": \"Exists\", \"value\": \"x\"}]"],
+            "/tolerations/0",
+        ),
+        (
+            &["tolerations=[{\"key\": \"a\", \"effect\": \"Sometimes\"}]"],
+            "/tolerations/0/effect",
         ),
     ];
     let given = cases
@@ -586,6 +650,27 @@ async fn the_schema_refuses_bad_values() {
             &["ingress.enabled=true", "externalURL=https://192.0.2.7"],
             "not an IP address",
         ),
+        // Hosts and ports the console could not parse, and a range it would refuse.
+        (
+            &["externalURL=https://:443"],
+            "after the scheme comes a host",
+        ),
+        (
+            &["externalURL=https://console.example.com:70000"],
+            "port 70000 is not from 1 to 65535",
+        ),
+        (
+            &["externalURL=https://999.1.1.1"],
+            "999.1.1.1 is not an IPv4 address",
+        ),
+        (
+            &["kubeconfig.server=https://k8s.example.com:99999"],
+            "kubeconfig.server is \"https://k8s.example.com:99999\": port 99999",
+        ),
+        (
+            &["trustedProxies={192.168.5.0/22}"],
+            "write the range as 192.168.4.0/22, or the one address as 192.168.5.0/32",
+        ),
     ];
     for (set, reason) in refused {
         let mut args = vec!["template", "templates", CHART];
@@ -650,9 +735,44 @@ async fn the_metrics_port_is_its_own_and_only_the_cluster_reaches_it() {
         ]),
         "the console's port from anywhere, the metrics port from the cluster's pods only"
     );
-    let service_ports = &object("Service")["spec"]["ports"];
-    assert_eq!(service_ports[1]["name"], "metrics", "{service_ports}");
-    assert_eq!(service_ports[1]["port"], 9464, "{service_ports}");
+    // Never on the Service people reach, which a LoadBalancer exposes whole.
+    let exposed = bed
+        .helm_ok(&[
+            "template",
+            "metrics",
+            CHART,
+            "--set",
+            "service.type=LoadBalancer",
+        ])
+        .await;
+    let services: BTreeMap<String, Value> = chart::parse_documents(&exposed)
+        .unwrap()
+        .into_iter()
+        .filter(|o| kind_of(o) == "Service")
+        .map(|o| {
+            (
+                o.metadata.name.clone().unwrap(),
+                serde_json::to_value(o).unwrap(),
+            )
+        })
+        .collect();
+    let ports = |name: &str| -> Vec<(String, Value)> {
+        let ports = services[name]["spec"]["ports"].as_array().unwrap();
+        ports
+            .iter()
+            .map(|p| (text(&p["name"]), p["port"].clone()))
+            .collect()
+    };
+    assert_eq!(ports("banlieue-console"), [("http".to_owned(), json!(80))]);
+    assert_eq!(services["banlieue-console"]["spec"]["type"], "LoadBalancer");
+    assert_eq!(
+        ports("banlieue-console-metrics"),
+        [("metrics".to_owned(), json!(9464))]
+    );
+    assert_eq!(
+        services["banlieue-console-metrics"]["spec"]["type"],
+        "ClusterIP"
+    );
 
     let stderr = helm_refuses(
         &bed,
@@ -937,6 +1057,22 @@ async fn helm_install_runs_the_console_as_the_values_say() {
             values["resources"],
             "{file}"
         );
+        // Pulling and scheduling, as given (an empty list or map: none at all).
+        let given = |value: &Value| match value {
+            Value::Array(a) if a.is_empty() => Value::Null,
+            Value::Object(o) if o.is_empty() => Value::Null,
+            _ => value.clone(),
+        };
+        for (key, installed) in [
+            (
+                "imagePullSecrets",
+                serde_json::to_value(&pod.image_pull_secrets),
+            ),
+            ("nodeSelector", serde_json::to_value(&pod.node_selector)),
+            ("tolerations", serde_json::to_value(&pod.tolerations)),
+        ] {
+            assert_eq!(installed.unwrap(), given(&values[key]), "{file}: {key}");
+        }
 
         // The rest of the workload, as the values say.
         let kinds = bed
@@ -964,12 +1100,21 @@ async fn helm_install_runs_the_console_as_the_values_say() {
         let service = Api::<Service>::namespaced(client.clone(), &ns.name)
             .get("banlieue-console")
             .await
+            .unwrap()
+            .spec
             .unwrap();
         assert_eq!(
-            Value::from(service.spec.unwrap().type_.unwrap()),
+            Value::from(service.type_.unwrap()),
             values["service"]["type"],
             "{file}"
         );
+        if values["service"]["externalTrafficPolicy"] != "" {
+            assert_eq!(
+                Value::from(service.external_traffic_policy.unwrap()),
+                values["service"]["externalTrafficPolicy"],
+                "{file}"
+            );
+        }
 
         // NOTES.txt: SPEC §4's AuthenticationConfiguration for this issuer, and a warning
         // for each Secret the values name (none was made here).
@@ -979,6 +1124,12 @@ async fn helm_install_runs_the_console_as_the_values_say() {
         let mut missing = named.clone();
         if values["database"]["type"] == "postgres" {
             missing.insert(text(&values["database"]["postgres"]["urlSecret"]["name"]));
+        }
+        if values["ingress"]["enabled"] == true && values["ingress"]["tlsSecretName"] != "" {
+            missing.insert(text(&values["ingress"]["tlsSecretName"]));
+        }
+        for pull in values["imagePullSecrets"].as_array().unwrap() {
+            missing.insert(text(&pull["name"]));
         }
         let warned: BTreeSet<String> = notes
             .lines()
@@ -1012,4 +1163,54 @@ async fn helm_install_runs_the_console_as_the_values_say() {
         std::fs::remove_file(post_renderer).unwrap();
         ns.delete().await;
     }
+}
+
+#[tokio::test]
+async fn notes_warn_of_a_secret_without_its_key_and_of_trusting_every_address() {
+    let Some(bed) = testbed() else { return };
+    let ns = bed.namespace("chart-notes").await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(bed.admin_client().await, &ns.name);
+    let kek = json!({"metadata": {"name": "kek"}, "stringData": {"other": "x"}});
+    secrets
+        .create(&Default::default(), &serde_json::from_value(kek).unwrap())
+        .await
+        .unwrap();
+    let release = unique_name("notes");
+    let post_renderer = namespaced_only(&bed, &release);
+    bed.helm_ok(&[
+        "install",
+        &release,
+        CHART,
+        "-n",
+        &ns.name,
+        "--set",
+        "keyEncryption.secretName=kek",
+        "--set-json",
+        "trustedProxies=[\"10.0.0.0/8\", \"0.0.0.0/0\"]",
+        "--post-renderer",
+        post_renderer.to_str().unwrap(),
+    ])
+    .await;
+    let notes = bed
+        .helm_ok(&["get", "notes", &release, "-n", &ns.name])
+        .await;
+    let warnings: Vec<&str> = notes
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("WARNING: "))
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            format!(
+                "the Secret kek in {} has no key key-encryption-key: the",
+                ns.name
+            )
+            .as_str(),
+            "trustedProxies holds 0.0.0.0/0: any client may then name any address in",
+        ],
+        "{notes}"
+    );
+    bed.helm_ok(&["uninstall", &release, "-n", &ns.name]).await;
+    ns.delete().await;
 }
