@@ -1073,6 +1073,15 @@ async fn helm_install_runs_the_console_as_the_values_say() {
         ] {
             assert_eq!(installed.unwrap(), given(&values[key]), "{file}: {key}");
         }
+        let annotations = spec.template.metadata.as_ref().unwrap().annotations.clone();
+        for (key, value) in values["podAnnotations"].as_object().unwrap() {
+            let installed = annotations.as_ref().and_then(|a| a.get(key));
+            assert_eq!(
+                installed.map(|v| Value::from(v.as_str())).as_ref(),
+                Some(value),
+                "{file}: {key}"
+            );
+        }
 
         // The rest of the workload, as the values say.
         let kinds = bed
