@@ -95,13 +95,13 @@ impl DevCluster {
     }
 }
 
-/// The API server's `AuthenticationConfiguration` (apiserver.config.k8s.io/v1beta1) that
+/// The API server's `AuthenticationConfiguration` (apiserver.config.k8s.io/v1) that
 /// trusts the console at `issuer_url`: audience `kubernetes`, `sub` and `groups` with the
 /// `console:` prefix, no `system:` user names (README, "Kubernetes API server
 /// configuration").
 pub fn authentication_configuration(issuer_url: &str) -> String {
     format!(
-        "apiVersion: apiserver.config.k8s.io/v1beta1
+        "apiVersion: apiserver.config.k8s.io/v1
 kind: AuthenticationConfiguration
 jwt:
 - issuer:

@@ -388,6 +388,32 @@ async fn the_console_creates_only_its_ek_ca_secret_and_reaches_only_its_lease() 
         Err(kube::Error::Api(s)) if s.code == 409 => {}
         other => panic!("the EK CA: {other:?}"),
     }
+    // Providers by the simulated one's name alone.
+    let providers = Api::<cluster::crd::VirtualMachineProvider>::all(console.clone());
+    let provider = |name: &str| -> cluster::crd::VirtualMachineProvider {
+        serde_json::from_value(json!({
+            "apiVersion": "banlieue.io/v1alpha1", "kind": "VirtualMachineProvider",
+            "metadata": {"name": name}, "spec": {},
+        }))
+        .unwrap()
+    };
+    match providers.create(&dry, &provider("trusted-by-me")).await {
+        Err(kube::Error::Api(s)) => assert!(
+            s.code == 403
+                && s.message.contains(
+                    "the console service account may create only the VirtualMachineProvider \
+                     simulated; refused: trusted-by-me"
+                ),
+            "{}",
+            s.message
+        ),
+        other => panic!("another provider: expected the policy's refusal, got {other:?}"),
+    }
+    match providers.create(&dry, &provider("simulated")).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        other => panic!("the simulated provider: {other:?}"),
+    }
     // Leases by the controllers' name alone (the suites, which run many controllers on the
     // test bed at once, allow theirs more; a fresh emulator holds only the chart).
     if !server.is_real() {
