@@ -667,9 +667,7 @@ impl Settings {
                     problem,
                 };
                 let pem = std::fs::read_to_string(path).map_err(|e| problem(e.to_string()))?;
-                if !pem.contains("-----BEGIN CERTIFICATE-----") {
-                    return Err(problem("it holds no PEM certificate".into()));
-                }
+                check_certificates(&pem).map_err(problem)?;
                 Some(pem)
             }
         };
@@ -679,6 +677,24 @@ impl Settings {
             certificate_authority_pem,
         }))
     }
+}
+
+/// Checks that `pem` holds at least one certificate, each one a trust anchor rustls can
+/// use (what kubectl will make of the kubeconfig's `certificate-authority-data`).
+fn check_certificates(pem: &str) -> Result<(), String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+        let certificate = certificate.map_err(|e| format!("its PEM cannot be read: {e}"))?;
+        roots
+            .add(certificate)
+            .map_err(|e| format!("it holds a certificate that cannot be parsed: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err("it holds no PEM certificate".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -874,5 +890,23 @@ mod tests {
             err.to_string().contains("BANLIEUE_CLUSTER_CA_FILE"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_cluster_ca_must_hold_certificates_that_parse() {
+        let placeholder = "-----BEGIN CERTIFICATE-----\n\
+            MIIBdzCCAR2gAwIBAgIUEXAMPLEEXAMPLEEXAMPLEEXAMPLEwCgYIKoZIzj0EAwIw\n\
+            -----END CERTIFICATE-----\n";
+        let problem = check_certificates(placeholder).unwrap_err();
+        assert!(
+            problem.starts_with("it holds a certificate that cannot be parsed"),
+            "{problem}"
+        );
+        assert_eq!(
+            check_certificates("no pem here").unwrap_err(),
+            "it holds no PEM certificate"
+        );
+        let ca = rcgen::generate_simple_self_signed(vec!["k8s.example".into()]).unwrap();
+        check_certificates(&ca.cert.pem()).unwrap();
     }
 }

@@ -72,7 +72,68 @@ schema only names the rule that failed).
 {{- include "banlieue-console.checkAuthority" (dict "name" "kubeconfig.server" "value" .) }}
 {{- end }}
 {{- range .Values.trustedProxies }}
-{{- include "banlieue-console.checkRange" . }}
+{{- include "banlieue-console.checkRange" (dict "name" "trustedProxies" "value" .) }}
+{{- end }}
+{{- $peers := dict "networkPolicy.ingressFrom" .Values.networkPolicy.ingressFrom "networkPolicy.metricsFrom" .Values.networkPolicy.metricsFrom "networkPolicy.apiServer.to" .Values.networkPolicy.apiServer.to "networkPolicy.postgres.to" .Values.networkPolicy.postgres.to "networkPolicy.dns.to" .Values.networkPolicy.dns.to }}
+{{- range $list, $entries := $peers }}
+{{- range $entries }}
+{{- with .ipBlock }}
+{{- include "banlieue-console.checkRange" (dict "name" $list "value" .cidr) }}
+{{- if and (eq $list "networkPolicy.metricsFrom") (hasSuffix "/0" .cidr) }}
+{{- fail (printf "networkPolicy.metricsFrom: %s is every address: the metrics port would be open to the world; name Prometheus' pods or namespace" .cidr) }}
+{{- end }}
+{{- $outer := .cidr }}
+{{- range .except }}
+{{- include "banlieue-console.checkRange" (dict "name" $list "value" .) }}
+{{- include "banlieue-console.checkWithin" (dict "name" $list "inner" . "outer" $outer) }}
+{{- end }}
+{{- end }}
+{{- range $selector := list .podSelector .namespaceSelector }}
+{{- with $selector }}{{ include "banlieue-console.checkKeys" (dict "name" $list "map" .matchLabels) }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $name, $map := dict "podAnnotations" .Values.podAnnotations "nodeSelector" .Values.nodeSelector "service.annotations" .Values.service.annotations "ingress.annotations" .Values.ingress.annotations }}
+{{- include "banlieue-console.checkKeys" (dict "name" $name "map" $map) }}
+{{- end }}
+{{- range $resource := list "cpu" "memory" "ephemeral-storage" }}
+{{- $request := index ($.Values.resources.requests | default dict) $resource }}
+{{- $limit := index ($.Values.resources.limits | default dict) $resource }}
+{{- if and $request $limit }}
+{{- if gt (include "banlieue-console.quantity" $request | float64) (include "banlieue-console.quantity" $limit | float64) }}
+{{- fail (printf "resources: the %s request (%v) is above its limit (%v)" $resource $request $limit) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with ($.Values.resources.limits | default dict).memory }}
+{{- if lt (include "banlieue-console.quantity" . | float64) 134217728.0 }}
+{{- fail (printf "resources.limits.memory is %v: each sign-in's argon2id hash takes 64 MiB and two may run at once; give the console at least 128Mi" .) }}
+{{- end }}
+{{- end }}
+{{- if and .Values.service.loadBalancerSourceRanges (ne .Values.service.type "LoadBalancer") }}
+{{- fail "service.loadBalancerSourceRanges is set but service.type is not LoadBalancer: only a load balancer applies it" }}
+{{- end }}
+{{- if and .Values.service.externalTrafficPolicy (eq .Values.service.type "ClusterIP") }}
+{{- fail (printf "service.externalTrafficPolicy is %s but service.type is ClusterIP, which has none: set it with NodePort or LoadBalancer only" .Values.service.externalTrafficPolicy) }}
+{{- end }}
+{{- range splitList "\n" .Values.claimSubjectPolicy.issuerPrefixes }}
+{{- $line := trim . }}
+{{- if $line }}
+{{- if not (contains "=" $line) }}
+{{- fail (printf "claimSubjectPolicy.issuerPrefixes: %q is not <issuer>=<prefix>" $line) }}
+{{- end }}
+{{- $issuer := regexReplaceAll "=[^=]*$" $line "" | trim }}
+{{- $prefix := regexReplaceAll "^.*=" $line "" | trim }}
+{{- if not $issuer }}
+{{- fail (printf "claimSubjectPolicy.issuerPrefixes: %q names no issuer before its =" $line) }}
+{{- end }}
+{{- if not $prefix }}
+{{- fail (printf "claimSubjectPolicy.issuerPrefixes: %s has an empty prefix: any Kubernetes user whose name is a subject id of that issuer could claim as that subject; give the prefix its AuthenticationConfiguration gives" $issuer) }}
+{{- end }}
+{{- if or (hasPrefix "system:" $prefix) (hasPrefix "console:" $prefix) }}
+{{- fail (printf "claimSubjectPolicy.issuerPrefixes: %s's prefix %s is reserved (system: is Kubernetes' own identities', console: the console's): the admission policies would treat those identities as that issuer's people" $issuer $prefix) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- if and .Values.kubeconfig.certificateAuthority (not .Values.kubeconfig.server) }}
 {{- fail "kubeconfig.certificateAuthority is set without kubeconfig.server: the CA is embedded in downloaded kubeconfigs for that server; set it too" }}
@@ -116,13 +177,18 @@ an IPv4 address or a bracketed IPv6 one, with an optional port from 1 to 65535.
 {{- fail (printf "%s is %q: after the scheme comes a host (a DNS name, an IPv4 address or a bracketed IPv6 one) and an optional port" .name .value) }}
 {{- end }}
 {{- $host := regexReplaceAll ":[0-9]+$" $authority "" }}
-{{- if regexMatch "^[0-9.]+$" $host }}
+{{- if hasPrefix "[" $host }}
+{{- if not (regexMatch (printf "^\\[%s\\]$" (include "banlieue-console.ipv6Pattern" .)) $host) }}
+{{- fail (printf "%s is %q: %s is not an IPv6 address" .name .value $host) }}
+{{- end }}
+{{- else if regexMatch "(^|\\.)[0-9]+\\.?$" $host }}
+{{- /* A last label of digits makes the host an IPv4 address to a URL parser. */}}
 {{- $octets := splitList "." $host }}
 {{- if ne (len $octets) 4 }}
 {{- fail (printf "%s is %q: %s is not an IPv4 address (four numbers from 0 to 255)" .name .value $host) }}
 {{- end }}
 {{- range $octets }}
-{{- if or (eq . "") (gt (atoi .) 255) }}
+{{- if or (not (regexMatch "^[0-9]{1,3}$" .)) (gt (atoi .) 255) }}
 {{- fail (printf "%s is %q: %s is not an IPv4 address (four numbers from 0 to 255)" $.name $.value $host) }}
 {{- end }}
 {{- end }}
@@ -134,14 +200,16 @@ an IPv4 address or a bracketed IPv6 one, with an optional port from 1 to 65535.
 {{- end }}
 
 {{/*
-Fails when the IPv4 range . (a trustedProxies entry, its syntax checked by the schema)
-has bits set past its prefix, as 10.0.0.1/8: the console would refuse to start, not
-guess whether the range (10.0.0.0/8) or the address (10.0.0.1/32) was meant. IPv6
-ranges are checked by the console at start.
+Fails when the IPv4 range .value (of setting .name; its syntax checked by the schema)
+has bits set past its prefix, as 10.0.0.1/8: the console (trustedProxies) would refuse
+to start rather than guess whether the range (10.0.0.0/8) or the address (10.0.0.1/32)
+was meant, and a NetworkPolicy would hold an ambiguous range. IPv6 ranges are checked by
+the console at start, and by the API server.
 */}}
 {{- define "banlieue-console.checkRange" -}}
-{{- if regexMatch "^[0-9.]+/[0-9]+$" . }}
-{{- $parts := splitList "/" . }}
+{{- $range := .value }}
+{{- if regexMatch "^[0-9.]+/[0-9]+$" $range }}
+{{- $parts := splitList "/" $range }}
 {{- $address := 0 }}
 {{- range splitList "." (first $parts) }}
 {{- $address = add (mul $address 256) (atoi .) }}
@@ -153,7 +221,73 @@ ranges are checked by the console at start.
 {{- if ne (mod $address $block) 0 }}
 {{- $network := sub $address (mod $address $block) }}
 {{- $first := printf "%d.%d.%d.%d" (div $network 16777216) (mod (div $network 65536) 256) (mod (div $network 256) 256) (mod $network 256) }}
-{{- fail (printf "trustedProxies: %s has bits set past its /%s prefix: write the range as %s/%s, or the one address as %s/32" . (last $parts) $first (last $parts) (first $parts)) }}
+{{- fail (printf "%s: %s has bits set past its /%s prefix: write the range as %s/%s, or the one address as %s/32" .name $range (last $parts) $first (last $parts) (first $parts)) }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The IPv6 address syntax (RFC 4291 §2.2, without an embedded IPv4 part). */}}
+{{- define "banlieue-console.ipv6Pattern" -}}
+(([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))
+{{- end }}
+
+{{/* The IPv4 address . as a number. */}}
+{{- define "banlieue-console.ipv4Number" -}}
+{{- $number := 0 }}
+{{- range splitList "." . }}{{ $number = add (mul $number 256) (atoi .) }}{{ end }}
+{{- $number }}
+{{- end }}
+
+{{/*
+Fails unless the IPv4 range .inner (an ipBlock's except entry) lies strictly inside
+.outer (its cidr), as the API server requires. IPv6 pairs are left to the API server.
+*/}}
+{{- define "banlieue-console.checkWithin" -}}
+{{- if and (regexMatch "^[0-9.]+/[0-9]+$" .inner) (regexMatch "^[0-9.]+/[0-9]+$" .outer) }}
+{{- $inner := splitList "/" .inner }}
+{{- $outer := splitList "/" .outer }}
+{{- $block := 1 }}
+{{- range until (sub 32 (atoi (last $outer)) | int) }}{{ $block = mul $block 2 }}{{ end }}
+{{- $start := include "banlieue-console.ipv4Number" (first $outer) | atoi }}
+{{- $address := include "banlieue-console.ipv4Number" (first $inner) | atoi }}
+{{- if or (le (atoi (last $inner)) (atoi (last $outer))) (lt $address $start) (ge $address (add $start $block)) }}
+{{- fail (printf "%s: the except range %s is not strictly inside its cidr %s" .name .inner .outer) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Fails when a key of the labels or annotations .map (setting .name) has a prefix longer
+than 253 characters (the schema checks the rest of its form).
+*/}}
+{{- define "banlieue-console.checkKeys" -}}
+{{- range $key, $_ := .map }}
+{{- if and (contains "/" $key) (gt (len (first (splitList "/" $key))) 253) }}
+{{- fail (printf "%s: the key %s... has a prefix longer than 253 characters" $.name (trunc 40 $key)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The Kubernetes quantity . (100m, 1.5Gi, 2) as a number. */}}
+{{- define "banlieue-console.quantity" -}}
+{{- $quantity := toString . }}
+{{- $number := regexFind "^[0-9]*\\.?[0-9]*" $quantity }}
+{{- $factors := dict "" 1.0 "m" 0.001 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 "P" 1000000000000000.0 "E" 1000000000000000000.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 }}
+{{- mulf (float64 $number) (get $factors (trimPrefix $number $quantity)) }}
+{{- end }}
+
+{{/*
+The resourceNames of an impersonator list (.role): the chart's own (.names), then the
+console:* names the console has added to the live list since (users and custom roles
+it keeps impersonable), so an upgrade or reinstall does not take them away until the
+console's next sync. Without a cluster (helm template) the chart's own alone.
+*/}}
+{{- define "banlieue-console.keptNames" -}}
+{{- $names := .names }}
+{{- with lookup "rbac.authorization.k8s.io/v1" "ClusterRole" "" .role }}
+{{- range .rules }}{{ range .resourceNames }}{{ if hasPrefix "console:" . }}{{ $names = append $names . }}{{ end }}{{ end }}{{ end }}
+{{- end }}
+{{- range uniq $names }}
+- {{ . | quote }}
 {{- end }}
 {{- end }}

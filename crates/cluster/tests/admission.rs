@@ -440,6 +440,19 @@ async fn console_identities_change_only_the_roles_page_rbac() {
             written,
         );
     }
+    // A label beside its own could aggregate its rules into a built-in role (edit, view).
+    let aggregated: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": "console-role-evil", "labels": {
+            "console.banlieue.io/role": "evil",
+            "rbac.authorization.k8s.io/aggregate-to-edit": "true"}},
+        "rules": [{"apiGroups": ["banlieue.io"], "resources": ["virtualmachineclaims"], "verbs": ["get", "delete"]}],
+    }))
+    .unwrap();
+    refused_by(
+        "banlieue-console-roles",
+        roles.create(&dry_create, &aggregated).await,
+        written,
+    );
     for body in [
         json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}),
         json!({"rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}),

@@ -530,6 +530,28 @@ async fn the_schema_refuses_bad_values() {
             &["service.externalTrafficPolicy=Nearest"],
             "/service/externalTrafficPolicy",
         ),
+        (&["resources.limits.foo=1"], "'foo' not allowed"),
+        (
+            &["resources.requests.hugepages-2Mi=1Gi"],
+            "'hugepages-2Mi' not allowed",
+        ),
+        (&["database.sqlite.size=0"], "/database/sqlite/size"),
+        // A fraction of a byte.
+        (&["database.sqlite.size=1m"], "/database/sqlite/size"),
+        (
+            &["podSecurityContext.runAsUser=3000000000"],
+            "/podSecurityContext/runAsUser",
+        ),
+        (&["replicas=3000000000"], "/replicas"),
+        (
+            &["database.postgres.urlSecret.key=..foo"],
+            "/database/postgres/urlSecret/key",
+        ),
+        (
+            &["image.repository=registry.example.org/x y"],
+            "/image/repository",
+        ),
+        (&["image.tag=1.0 "], "/image/tag"),
     ];
     // Values `--set` cannot give (an empty list), as JSON.
     let json_cases: &[(&[&str], &str)] = &[
@@ -584,6 +606,28 @@ async fn the_schema_refuses_bad_values() {
             &["tolerations=[{\"key\": \"a\", \"effect\": \"Sometimes\"}]"],
             "/tolerations/0/effect",
         ),
+        // tolerationSeconds needs NoExecute; no key needs Exists.
+        (
+            &[
+                "tolerations=[{\"key\": \"a\", \"operator\": \"Exists\", \"effect\": \"NoSchedule\", \"tolerationSeconds\": 10}]",
+            ],
+            "/tolerations/0",
+        ),
+        (
+            &["tolerations=[{\"operator\": \"Equal\", \"value\": \"x\"}]"],
+            "/tolerations/0",
+        ),
+        (
+            &["networkPolicy.ingressFrom=[{\"ipBlock\": {\"cidr\": \"1:::::2/64\"}}]"],
+            "/networkPolicy/ingressFrom/0/ipBlock/cidr",
+        ),
+        (
+            &[
+                "networkPolicy.ingressFrom=[{\"podSelector\": {\"matchExpressions\": [{\"key\": \"a\", \"operator\": \"In\"}]}}]",
+            ],
+            "/networkPolicy/ingressFrom/0/podSelector/matchExpressions/0",
+        ),
+        (&["trustedProxies=[\"1::2::3\"]"], "/trustedProxies/0"),
     ];
     let given = cases
         .iter()
@@ -670,6 +714,60 @@ async fn the_schema_refuses_bad_values() {
         (
             &["trustedProxies={192.168.5.0/22}"],
             "write the range as 192.168.4.0/22, or the one address as 192.168.5.0/32",
+        ),
+        (
+            &["externalURL=https://console.123"],
+            "console.123 is not an IPv4 address",
+        ),
+        (&["externalURL=https://[1]"], "[1] is not an IPv6 address"),
+        (
+            &["claimSubjectPolicy.issuerPrefixes=https://dex.example.com=system:"],
+            "https://dex.example.com's prefix system: is reserved",
+        ),
+        (
+            &["claimSubjectPolicy.issuerPrefixes=https://dex.example.com="],
+            "https://dex.example.com has an empty prefix",
+        ),
+        (
+            &["claimSubjectPolicy.issuerPrefixes=https://dex.example.com"],
+            "\"https://dex.example.com\" is not <issuer>=<prefix>",
+        ),
+        (
+            &["service.externalTrafficPolicy=Local"],
+            "service.type is ClusterIP, which has none",
+        ),
+        (
+            &[
+                "resources.requests.memory=1Gi",
+                "resources.limits.memory=512Mi",
+            ],
+            "the memory request (1Gi) is above its limit (512Mi)",
+        ),
+        (
+            &[
+                "networkPolicy.ingressFrom[0].ipBlock.cidr=10.0.0.0/8",
+                "networkPolicy.ingressFrom[0].ipBlock.except[0]=192.168.0.0/16",
+            ],
+            "the except range 192.168.0.0/16 is not strictly inside its cidr 10.0.0.0/8",
+        ),
+        (
+            &["networkPolicy.dns.to[0].ipBlock.cidr=10.0.0.1/8"],
+            "networkPolicy.dns.to: 10.0.0.1/8 has bits set past its /8 prefix",
+        ),
+        (
+            &["networkPolicy.metricsFrom[0].ipBlock.cidr=0.0.0.0/0"],
+            "0.0.0.0/0 is every address",
+        ),
+        (
+            &[
+                "resources.requests.memory=16Mi",
+                "resources.limits.memory=16Mi",
+            ],
+            "give the console at least 128Mi",
+        ),
+        (
+            &["service.loadBalancerSourceRanges[0]=203.0.113.0/24"],
+            "service.type is not LoadBalancer",
         ),
     ];
     for (set, reason) in refused {
@@ -1180,13 +1278,30 @@ async fn notes_warn_of_a_secret_without_its_key_and_of_trusting_every_address() 
     let ns = bed.namespace("chart-notes").await;
     let secrets: Api<k8s_openapi::api::core::v1::Secret> =
         Api::namespaced(bed.admin_client().await, &ns.name);
-    let kek = json!({"metadata": {"name": "kek"}, "stringData": {"other": "x"}});
-    secrets
-        .create(&Default::default(), &serde_json::from_value(kek).unwrap())
-        .await
-        .unwrap();
+    for (name, key, value) in [
+        ("kek", "other", "x"),
+        ("old-kek", "key-encryption-key", "hello"),
+        ("pull", "token", "x"),
+    ] {
+        let secret = json!({"metadata": {"name": name}, "stringData": {key: value}});
+        secrets
+            .create(
+                &Default::default(),
+                &serde_json::from_value(secret).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    let warnings = |notes: &str| -> Vec<String> {
+        notes
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("WARNING: "))
+            .map(str::to_owned)
+            .collect()
+    };
     let release = unique_name("notes");
     let post_renderer = namespaced_only(&bed, &release);
+    let post_renderer = post_renderer.to_str().unwrap();
     bed.helm_ok(&[
         "install",
         &release,
@@ -1195,31 +1310,65 @@ async fn notes_warn_of_a_secret_without_its_key_and_of_trusting_every_address() 
         &ns.name,
         "--set",
         "keyEncryption.secretName=kek",
+        "--set",
+        "keyEncryption.previousSecretName=old-kek",
         "--set-json",
-        "trustedProxies=[\"10.0.0.0/8\", \"0.0.0.0/0\"]",
+        "imagePullSecrets=[{\"name\": \"pull\"}]",
+        "--set-json",
+        "trustedProxies=[\"10.0.0.0/8\", \"0.0.0.0/0\", \"fd00:10:244::/56\", \"::/8\"]",
         "--post-renderer",
-        post_renderer.to_str().unwrap(),
+        post_renderer,
     ])
     .await;
     let notes = bed
         .helm_ok(&["get", "notes", &release, "-n", &ns.name])
         .await;
-    let warnings: Vec<&str> = notes
-        .lines()
-        .filter_map(|line| line.trim().strip_prefix("WARNING: "))
-        .collect();
     assert_eq!(
-        warnings,
+        warnings(&notes),
         [
             format!(
-                "the Secret kek in {} has no key key-encryption-key: the",
+                "the Secret kek in {} has no key key-encryption-key: the console's pods cannot start",
                 ns.name
-            )
-            .as_str(),
-            "trustedProxies holds 0.0.0.0/0: any client may then name any address in",
+            ),
+            format!(
+                "the Secret pull in {} holds no registry credentials",
+                ns.name
+            ),
+            "the key key-encryption-key of the Secret old-kek is not 32 bytes in base64".into(),
+            "trustedProxies holds 0.0.0.0/0, a range of millions of addresses: any client".into(),
+            "trustedProxies holds ::/8, a range of millions of addresses: any client".into(),
         ],
         "{notes}"
     );
     bed.helm_ok(&["uninstall", &release, "-n", &ns.name]).await;
+
+    // A namespace helm makes: every Secret named must be made in it.
+    let fresh = unique_name("chart-notes-new");
+    bed.helm_ok(&[
+        "install",
+        &release,
+        CHART,
+        "-n",
+        &fresh,
+        "--create-namespace",
+        "--set",
+        "tls.secretName=web",
+        "--set",
+        "keyEncryption.secretName=kek",
+        "--post-renderer",
+        post_renderer,
+    ])
+    .await;
+    let notes = bed.helm_ok(&["get", "notes", &release, "-n", &fresh]).await;
+    assert_eq!(
+        warnings(&notes),
+        [format!("{fresh} is new: create the Secrets kek, web in it")],
+        "{notes}"
+    );
+    bed.helm_ok(&["uninstall", &release, "-n", &fresh]).await;
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(bed.admin_client().await)
+        .delete(&fresh, &Default::default())
+        .await
+        .unwrap();
     ns.delete().await;
 }

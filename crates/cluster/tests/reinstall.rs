@@ -1,6 +1,7 @@
-//! `helm uninstall` then `helm install` of the chart on the test bed's real kube-apiserver:
-//! afterwards cluster RBAC is writable by a cluster administrator and the chart's
-//! admission policies hold again. A policy that read its settings from a parameter
+//! `helm upgrade`, then `helm uninstall` and `helm install`, of the chart on the test
+//! bed's real kube-apiserver: an upgrade keeps what the console added to its impersonator
+//! lists; after a reinstall cluster RBAC is writable by a cluster administrator and the
+//! chart's admission policies hold again. A policy that read its settings from a parameter
 //! object (a ConfigMap deleted and re-created by the reinstall) was left refusing every
 //! ClusterRole write, cluster-admin's too: the API server stopped seeing the re-created
 //! parameters (kubernetes/kubernetes#130887). Its own test binary, so that no other suite
@@ -25,12 +26,44 @@ fn probe_role(name: &str) -> ClusterRole {
 }
 
 #[tokio::test]
-async fn after_a_reinstall_cluster_rbac_is_writable_and_the_policies_hold() {
+async fn an_upgrade_keeps_the_impersonator_lists_and_after_a_reinstall_rbac_is_writable() {
     let Some(bed) = Testbed::from_env("the reinstall suite") else {
         return;
     };
     let values = bed.dir().join("values.yaml");
     let values = values.to_str().unwrap();
+
+    // An upgrade keeps the users the console made impersonable since the install.
+    let roles: Api<ClusterRole> = Api::all(bed.admin_client().await);
+    let users = "banlieue-console-impersonator-users";
+    let mut list = roles.get(users).await.unwrap();
+    let added = unique_name("console:kept");
+    list.rules.as_mut().unwrap()[0]
+        .resource_names
+        .as_mut()
+        .unwrap()
+        .push(added.clone());
+    roles
+        .replace(users, &PostParams::default(), &list)
+        .await
+        .unwrap();
+    bed.helm_ok(&[
+        "upgrade",
+        RELEASE,
+        CHART,
+        "-n",
+        RELEASE_NAMESPACE,
+        "-f",
+        values,
+    ])
+    .await;
+    let names = roles.get(users).await.unwrap().rules.unwrap()[0]
+        .resource_names
+        .clone()
+        .unwrap();
+    assert!(names.contains(&added), "{names:?}");
+    assert!(names.contains(&"console:admin".to_owned()), "{names:?}");
+
     bed.helm_ok(&["uninstall", RELEASE, "-n", RELEASE_NAMESPACE, "--wait"])
         .await;
     bed.helm_ok(&[
