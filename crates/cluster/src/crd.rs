@@ -1,6 +1,7 @@
 //! The `banlieue.io/v1alpha1` custom resources (SPEC §6): `VirtualMachineProvider` (who
 //! makes VMs, and the anchors their EK certificates chain to), `VirtualMachinePool`,
-//! `VirtualMachine` (a pool member) and `VirtualMachineClaim`.
+//! `VirtualMachine` (a pool member) and `VirtualMachineClaim`; and the console's own
+//! `console.banlieue.io/v1alpha1` `ConsoleTenant` (SPEC §7).
 //!
 //! The CRD manifests in `charts/banlieue-console/crds/` are generated from these types by
 //! the `crdgen` binary ([`crd_manifests`]); a test fails when they are stale.
@@ -409,8 +410,106 @@ pub struct ProviderAttestation {
     pub ek_trust_bundle: String,
 }
 
-/// The four CRD manifests as YAML documents, keyed by file name
-/// (`<plural>.banlieue.io.yaml`), in a stable order.
+/// API group of the console's own resources.
+pub const CONSOLE_GROUP: &str = "console.banlieue.io";
+
+/// The most roles a tenant may allow.
+pub const MAX_TENANT_ROLES: usize = 32;
+/// The most namespaces a tenant's people may claim in.
+pub const MAX_TENANT_NAMESPACES: usize = 64;
+
+/// A tenant of the console (SPEC §7): an organisation whose people sign in through their
+/// own OpenID Connect provider. The console verifies a tenant's tokens with that
+/// provider's keys, issuer and audience, and only when the token's tenant claim names
+/// this tenant. Namespaced: the console reads the ConsoleTenants of its own namespace.
+// `printcolumn(...)` repeats keys such as `type_ = "string"` by design of kube's derive.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "console.banlieue.io",
+    version = "v1alpha1",
+    kind = "ConsoleTenant",
+    doc = "A tenant of the console: who its people are, through which OpenID Connect provider, with which roles, claiming where.",
+    namespaced,
+    shortname = "tenant",
+    category = "banlieue",
+    printcolumn(name = "Tenant", type_ = "string", json_path = ".spec.tenantId"),
+    printcolumn(name = "Enabled", type_ = "boolean", json_path = ".spec.enabled"),
+    printcolumn(name = "Issuer", type_ = "string", json_path = ".spec.oidc.issuer"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConsoleTenantSpec {
+    /// The tenant's identifier: an RFC 1123 label, unique among the console's tenants. Its
+    /// people are `oidc:<tenantId>:<username>` to Kubernetes, and a token is this tenant's
+    /// only when its tenant claim (`oidc.tenantClaim`) equals it.
+    #[schemars(length(min = 1, max = 63), pattern(DNS_LABEL_PATTERN))]
+    pub tenant_id: String,
+    /// Whether its people may sign in and call the API; `false` suspends the tenant (its
+    /// tokens are refused with 403). Default true.
+    #[serde(default = "enabled_by_default")]
+    pub enabled: bool,
+    /// The name people see ("Sign in with …"); default: `tenantId`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub display_name: Option<String>,
+    /// The tenant's OpenID Connect provider and where its tokens say who and what.
+    pub oidc: TenantOidc,
+    /// The role of a person whose token names none of `allowedRoles`; one of them.
+    #[schemars(length(min = 1, max = 31))]
+    pub default_role: String,
+    /// The console roles this tenant's tokens may give (`console:<role>` in Kubernetes):
+    /// roles a token names outside this list are dropped.
+    #[schemars(length(min = 1, max = MAX_TENANT_ROLES), inner(length(min = 1, max = 31)))]
+    pub allowed_roles: Vec<String>,
+    /// The namespaces this tenant's people may claim sandboxes in.
+    #[schemars(
+        length(min = 1, max = MAX_TENANT_NAMESPACES),
+        inner(length(max = 63), pattern(DNS_LABEL_PATTERN))
+    )]
+    pub namespaces: Vec<String>,
+}
+
+fn enabled_by_default() -> bool {
+    true
+}
+
+/// A tenant's OpenID Connect provider, and the claims of its ID tokens the console reads.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TenantOidc {
+    /// The provider's issuer URL, as its tokens' `iss` spells it, byte for byte: https, or
+    /// http to a loopback address.
+    #[schemars(length(min = 1, max = 2048))]
+    pub issuer: String,
+    /// Where the provider publishes its JWK Set (https, or http to a loopback address);
+    /// default: the `jwks_uri` of its discovery document
+    /// (`<issuer>/.well-known/openid-configuration`).
+    #[serde(default, rename = "jwksURL", skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 2048))]
+    pub jwks_url: Option<String>,
+    /// The `aud` the console requires (its client id at the provider). Without one, any
+    /// audience is accepted, and the console warns at start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub audience: Option<String>,
+    /// The claim naming the person's tenant; it must equal `tenantId`.
+    #[schemars(length(min = 1, max = 128))]
+    pub tenant_claim: String,
+    /// The claim naming the person (a string), e.g. `sub` or `preferred_username`.
+    #[schemars(length(min = 1, max = 128))]
+    pub username_claim: String,
+    /// The claim listing the person's roles (an array of strings, or one string).
+    #[schemars(length(min = 1, max = 128))]
+    pub roles_claim: String,
+}
+
+/// The CRD manifests as YAML documents, keyed by file name
+/// (`<plural>.<group>.yaml`), in a stable order.
 ///
 /// Errors: YAML serialization (not expected for these types).
 pub fn crd_manifests() -> Result<Vec<(String, String)>, serde_yaml::Error> {
@@ -419,6 +518,7 @@ pub fn crd_manifests() -> Result<Vec<(String, String)>, serde_yaml::Error> {
         VirtualMachinePool::crd(),
         VirtualMachine::crd(),
         VirtualMachineClaim::crd(),
+        ConsoleTenant::crd(),
     ];
     crds.into_iter()
         .map(|crd| {
