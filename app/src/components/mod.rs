@@ -115,7 +115,7 @@ pub(crate) struct Browser {
     /// action twice (a double click on "Claim a sandbox" made two claims). Cleared when
     /// the page comes back from the back-forward cache.
     pub sent: RwSignal<Option<String>>,
-    /// The last copy to the clipboard, shown beside the copy buttons of that text for
+    /// The last copy to the clipboard, shown beside the copy button that made it for
     /// about two seconds.
     pub copied: RwSignal<Option<Copied>>,
 }
@@ -123,7 +123,10 @@ pub(crate) struct Browser {
 /// A copy to the clipboard and how it went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Copied {
-    pub text: String,
+    /// The `id` of the [`CopyButton`] pressed. Not the text: the same claim's connect
+    /// command sits in "My sandboxes" and in "All sandboxes", and only the button pressed
+    /// says it copied.
+    pub button: String,
     pub ok: bool,
     /// Tells this copy from a later one of the same text, so only its own timer clears it.
     pub serial: u64,
@@ -297,19 +300,21 @@ pub fn SignOutButton() -> impl IntoView {
 /// Copies `text` to the clipboard, then says "Copied" for about two seconds (or that it
 /// could not), politely announced to screen readers. It exists only once hydrated and
 /// where the browser has a clipboard (secure contexts): without JavaScript a button would
-/// do nothing, and the text beside it can be selected and copied by hand.
+/// do nothing, and the text beside it can be selected and copied by hand. `id` names the
+/// button among the page's copy buttons, the same on every render (a live update renders
+/// the dashboard's rows anew, and the button must still say it copied).
 #[component]
-pub fn CopyButton(text: String, label: String) -> impl IntoView {
+pub fn CopyButton(text: String, label: String, #[prop(into)] id: String) -> impl IntoView {
     let locale = page_state().locale;
     let Browser {
         hydrated, copied, ..
     } = Browser::get();
     let said = {
-        let text = text.clone();
+        let id = id.clone();
         move || {
             copied.with(|last| {
                 last.as_ref()
-                    .filter(|c| c.text == text)
+                    .filter(|c| c.button == id)
                     .map(|c| locale.t(if c.ok { "copy-done" } else { "copy-failed" }))
             })
         }
@@ -322,12 +327,12 @@ pub fn CopyButton(text: String, label: String) -> impl IntoView {
                 return;
             };
             let written = window.navigator().clipboard().write_text(&text);
-            let text = text.clone();
+            let button = id.clone();
             leptos::task::spawn_local(async move {
                 let ok = wasm_bindgen_futures::JsFuture::from(written).await.is_ok();
                 static SERIAL: AtomicU64 = AtomicU64::new(0);
                 let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
-                copied.set(Some(Copied { text, ok, serial }));
+                copied.set(Some(Copied { button, ok, serial }));
                 set_timeout(
                     move || {
                         if copied.with_untracked(|c| c.as_ref().is_some_and(|c| c.serial == serial))
@@ -340,7 +345,7 @@ pub fn CopyButton(text: String, label: String) -> impl IntoView {
             });
         }
         #[cfg(not(feature = "hydrate"))]
-        let _ = &text;
+        let _ = (&text, &id);
     };
     move || {
         (hydrated.get() && clipboard_available()).then(|| {

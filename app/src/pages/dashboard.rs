@@ -203,7 +203,11 @@ fn ClaimLine(claim: ClaimRow, everyone: bool, locale: Locale) -> impl IntoView {
                 })}
             </td>
             <td class="px-3 py-2">
-                <Connect addresses=claim.addresses.clone() locale />
+                <Connect
+                    addresses=claim.addresses.clone()
+                    copy_id=format!("{}:{}/{}", if everyone { "all" } else { "mine" }, claim.namespace, claim.name)
+                    locale
+                />
             </td>
             <td class="px-3 py-2 text-right">
                 {claim.can_release.then(|| view! { <ReleaseForm namespace=claim.namespace.clone() name=claim.name.clone() locale /> })}
@@ -234,9 +238,10 @@ pub(super) fn claim_detail_text(claim: &ClaimRow, locale: Locale) -> String {
     locale.t_with(key, &[("pool", claim.pool.clone())])
 }
 
-/// The sandbox's addresses and a ready-to-paste connect command with a copy button.
+/// The sandbox's addresses and a ready-to-paste connect command with a copy button
+/// (`copy_id` names it, see [`CopyButton`]).
 #[component]
-pub(super) fn Connect(addresses: Vec<String>, locale: Locale) -> impl IntoView {
+pub(super) fn Connect(addresses: Vec<String>, copy_id: String, locale: Locale) -> impl IntoView {
     let connect = addresses
         .first()
         .map(|address| format!("ssh sandbox@{address}"));
@@ -247,7 +252,7 @@ pub(super) fn Connect(addresses: Vec<String>, locale: Locale) -> impl IntoView {
         {connect.map(|command| view! {
             <div class="mt-2 flex items-center gap-2">
                 <code class="rounded bg-slate-100 px-2 py-1 text-xs dark:bg-slate-800" data-testid="connect">{command.clone()}</code>
-                <CopyButton text=command label=locale.t("dashboard-copy") />
+                <CopyButton text=command label=locale.t("dashboard-copy") id=copy_id />
             </div>
         })}
     }
