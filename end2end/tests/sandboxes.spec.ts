@@ -1,5 +1,5 @@
 import { Locator, Page } from '@playwright/test';
-import { test, expect, open, signIn, NEW_ADMIN_PASSWORD } from './fixtures';
+import { test, expect, open, signIn, until, NEW_ADMIN_PASSWORD } from './fixtures';
 
 // The self-service journey against each console's dev cluster (the Kubernetes emulator
 // with the chart, the controllers and the simulated provider): claim a sandbox, watch it
@@ -7,24 +7,6 @@ import { test, expect, open, signIn, NEW_ADMIN_PASSWORD } from './fixtures';
 // page follows the cluster live; without it, a reload shows the new state.
 
 test.describe.configure({ mode: 'serial' });
-
-/** With JavaScript: waits for the live page. Without: reloads until it shows (claim and
- *  release redirect to the dashboard, so a reload never posts again). */
-async function until(
-  page: Page,
-  js: boolean,
-  check: (timeout: number) => Promise<void>,
-  within = 20_000,
-): Promise<void> {
-  if (js) {
-    await check(within);
-    return;
-  }
-  await expect(async () => {
-    await page.reload();
-    await check(1_000);
-  }).toPass({ timeout: within });
-}
 
 /** Signs the admin in and waits until the dashboard is hydrated: it opens its live
  *  stream while hydrating, and input is handled only after that. */

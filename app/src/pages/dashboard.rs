@@ -155,7 +155,7 @@ fn Claims(claims: Vec<ClaimRow>, everyone: bool, locale: Locale) -> impl IntoVie
             // No table without rows: the sentence above says there is nothing.
             {(!empty).then(|| view! {
                 <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
-                    <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid=table>
+                    <table class="table-stack min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid=table>
                         <thead class="bg-slate-100 dark:bg-slate-900">
                             <tr>
                                 <th class=th scope="col">{locale.t("dashboard-col-name")}</th>
@@ -186,23 +186,25 @@ fn ClaimLine(claim: ClaimRow, everyone: bool, locale: Locale) -> impl IntoView {
             data-claim=claim.name.clone()
             data-phase=claim.phase.map(ClaimPhase::as_str).unwrap_or_default()
         >
-            <td class="px-3 py-2 font-mono text-xs">
+            <td class="px-3 py-2 font-mono text-xs" data-label=locale.t("dashboard-col-name")>
                 <a href=paths::claim(&claim.namespace, &claim.name) class="text-indigo-700 hover:underline dark:text-indigo-300">
                     {claim.name.clone()}
                 </a>
             </td>
-            {everyone.then(|| view! { <td class="px-3 py-2">{claim.subject.clone()}</td> })}
-            <td class="px-3 py-2">{claim.pool.clone()}</td>
-            <td class="px-3 py-2">
+            {everyone.then(|| view! {
+                <td class="px-3 py-2" data-label=locale.t("dashboard-col-subject")>{claim.subject.clone()}</td>
+            })}
+            <td class="px-3 py-2" data-label=locale.t("dashboard-col-pool")>{claim.pool.clone()}</td>
+            <td class="px-3 py-2" data-label=locale.t("dashboard-col-phase")>
                 <PhaseBadge phase=claim.phase locale />
                 {(!detail.is_empty()).then(|| view! { <p class="mt-1 text-xs text-slate-500" data-testid="claim-reason">{detail}</p> })}
             </td>
-            <td class="px-3 py-2">
+            <td class="px-3 py-2" data-label=locale.t("dashboard-col-expires")>
                 {claim.expires_at.clone().map(|at| view! {
                     <Countdown expires_at=at remaining_secs=claim.remaining_secs.unwrap_or_default() locale />
                 })}
             </td>
-            <td class="px-3 py-2">
+            <td class="px-3 py-2" data-label=locale.t("dashboard-col-addresses")>
                 <Connect
                     addresses=claim.addresses.clone()
                     copy_id=format!("{}:{}/{}", if everyone { "all" } else { "mine" }, claim.namespace, claim.name)
@@ -250,8 +252,8 @@ pub(super) fn Connect(addresses: Vec<String>, copy_id: String, locale: Locale) -
             {addresses.iter().map(|a| view! { <li class="font-mono text-xs">{a.clone()}</li> }).collect_view()}
         </ul>
         {connect.map(|command| view! {
-            <div class="mt-2 flex items-center gap-2">
-                <code class="rounded bg-slate-100 px-2 py-1 text-xs dark:bg-slate-800" data-testid="connect">{command.clone()}</code>
+            <div class="mt-2 flex flex-wrap items-center gap-2">
+                <code class="break-all rounded bg-slate-100 px-2 py-1 text-xs dark:bg-slate-800" data-testid="connect">{command.clone()}</code>
                 <CopyButton text=command label=locale.t("dashboard-copy") id=copy_id />
             </div>
         })}
