@@ -107,7 +107,9 @@ pub enum Notice {
     SessionsRevoked,
     UserDeleted { name: String },
     SessionRevoked,
-    ClaimCreated { name: String },
+    // `waiting`: the claim waits for a sandbox, and the notice says it is bound as soon as
+    // one is ready; once the claim is past Pending the dashboard says only "created".
+    ClaimCreated { name: String, waiting: bool },
     ReleaseRequested { name: String },
 }
 
@@ -126,7 +128,8 @@ impl Notice {
             Self::SessionsRevoked => "notice-sessions-revoked",
             Self::UserDeleted { .. } => "notice-user-deleted",
             Self::SessionRevoked => "notice-session-revoked",
-            Self::ClaimCreated { .. } => "notice-claim-created",
+            Self::ClaimCreated { waiting: true, .. } => "notice-claim-created",
+            Self::ClaimCreated { waiting: false, .. } => "notice-claim-created-settled",
             Self::ReleaseRequested { .. } => "notice-claim-released",
         }
     }
@@ -134,7 +137,7 @@ impl Notice {
     pub fn message(&self, locale: Locale) -> String {
         match self {
             Self::UserDeleted { name }
-            | Self::ClaimCreated { name }
+            | Self::ClaimCreated { name, .. }
             | Self::ReleaseRequested { name }
             | Self::RoleSaved { name }
             | Self::PoolSaved { name }

@@ -98,6 +98,50 @@ test('claim a sandbox, see it bound, release it', async ({ page }, info) => {
   });
 });
 
+test('after claiming: the notice follows the claim, the address forgets it, the lifetime stays', async ({ page }, info) => {
+  test.setTimeout(90_000);
+  const js = info.project.use.javaScriptEnabled !== false;
+  await open(page, '/sign-in', js);
+  if (js) await signInLive(page);
+  else await signIn(page, 'admin', NEW_ADMIN_PASSWORD);
+  const pool = page.locator('[data-pool="sandbox"]');
+  const lifetime = pool.getByLabel('Lifetime');
+  // 900 s is the second choice (BANLIEUE_CLAIM_TTL_CHOICES=8,900): not the default.
+  await expect(lifetime).toHaveValue('8');
+  await lifetime.selectOption('900');
+  await pool.getByRole('button', { name: 'Claim a sandbox' }).click();
+  const notice = page.getByRole('status');
+  await expect(notice).toContainText(/^Claim \S+ created/);
+  await expect(lifetime).toHaveValue('900');
+  // With JavaScript the address is the dashboard's own: a reload or a bookmark does not
+  // announce the claim again. Without, it keeps ?claimed= (nothing can change it).
+  if (js) await expect(page).toHaveURL(/\/$/);
+  else await expect(page).toHaveURL(/\/\?claimed=/);
+
+  // Once Bound the notice no longer says it will be, live or after a reload, and the
+  // lifetime is still the one chosen (with JavaScript, after live updates rendered the
+  // form anew).
+  const claim = page.getByTestId('claim').first();
+  await until(page, js, async (timeout) => {
+    await expect(claim).toHaveAttribute('data-phase', 'Bound', { timeout });
+  });
+  const name = (await claim.getAttribute('data-claim'))!;
+  await expect(notice).toHaveText(`Claim ${name} created.`);
+  await expect(lifetime).toHaveValue('900');
+
+  // The browser remembers it: the next visit starts with it.
+  await page.goto('/');
+  await expect(notice).toHaveCount(0);
+  await expect(lifetime).toHaveValue('900');
+
+  await claim.getByText('Release…').click();
+  await claim.getByRole('button', { name: 'Release', exact: true }).click();
+  await expect(notice).toContainText('is being released');
+  await until(page, js, async (timeout) => {
+    await expect(page.getByTestId('claim')).toHaveCount(0, { timeout });
+  });
+});
+
 test('an expired sandbox leaves the page by itself', async ({ page }, info) => {
   test.setTimeout(90_000);
   const js = info.project.use.javaScriptEnabled !== false;

@@ -227,6 +227,7 @@ phase-bound = Bound
 phase-releasing = Releasing
 phase-failed = Failed
 notice-claim-created = Claim { $name } created: it is bound as soon as a sandbox is ready.
+notice-claim-created-settled = Claim { $name } created.
 notice-claim-released = { $name } is being released.
 error-kubernetes = Kubernetes refused: { $message }
 error-invalid-claim = Choose one of the pools and lifetimes offered.

@@ -209,6 +209,7 @@ phase-bound = 割り当て済み
 phase-releasing = 解放中
 phase-failed = 失敗
 notice-claim-created = { $name } を作成しました。サンドボックスの準備ができ次第割り当てられます。
+notice-claim-created-settled = { $name } を作成しました。
 notice-claim-released = { $name } を解放しています。
 error-kubernetes = Kubernetes が拒否しました: { $message }
 error-invalid-claim = 表示されたプールと利用期間から選んでください。

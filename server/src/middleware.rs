@@ -268,15 +268,31 @@ pub fn access(method: &Method, path: &str, user: Option<&UserRecord>) -> Access 
     }
 }
 
-/// The language: the remembered choice, else `Accept-Language`, else English.
-pub fn locale_of(headers: &HeaderMap) -> Locale {
-    let remembered = headers
+/// The value of the request's cookie `name`, if it sent one.
+pub fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| cookie::Cookie::split_parse(v).filter_map(Result::ok))
-        .find(|c| c.name() == LOCALE_COOKIE)
-        .and_then(|c| Locale::from_tag(c.value()));
+        .find(|c| c.name() == name)
+        .map(|c| c.value().to_owned())
+}
+
+/// A `Set-Cookie` value remembering `value` as `name` for a year, for this site's pages
+/// only (`HttpOnly`, `SameSite=Lax`; `Secure` over https): the language and the
+/// lifetime of the last claim.
+pub fn remembering_cookie(name: &str, value: &str, https: bool) -> Option<HeaderValue> {
+    let secure = if https { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!(
+        "{name}={value}; Path=/; Max-Age=31536000; SameSite=Lax; HttpOnly{secure}"
+    ))
+    .ok()
+}
+
+/// The language: the remembered choice, else `Accept-Language`, else English.
+pub fn locale_of(headers: &HeaderMap) -> Locale {
+    let remembered = cookie_value(headers, LOCALE_COOKIE).and_then(|tag| Locale::from_tag(&tag));
     remembered.unwrap_or_else(|| {
         headers
             .get(header::ACCEPT_LANGUAGE)

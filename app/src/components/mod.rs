@@ -18,12 +18,14 @@ pub fn NoticeBanner(notice: Notice) -> impl IntoView {
     }
 }
 
-/// The feedback and notice of this render, if any.
+/// The feedback and notice of this render, if any. A page whose notice can stop holding
+/// while it is open gives `notice`, which then replaces the request's.
 #[component]
-pub fn Messages() -> impl IntoView {
+pub fn Messages(#[prop(optional, into)] notice: Option<Signal<Option<Notice>>>) -> impl IntoView {
     let state = page_state();
+    let notice = notice.unwrap_or_else(|| Signal::stored(state.notice));
     view! {
-        {state.notice.map(|notice| view! { <NoticeBanner notice /> })}
+        {move || notice.get().map(|notice| view! { <NoticeBanner notice /> })}
         {state.feedback.map(|f| view! { <ErrorAlert error=f.error /> })}
     }
 }
@@ -133,12 +135,26 @@ pub(crate) struct Copied {
 }
 
 impl Browser {
-    /// Provides the signals and, in the browser, marks the page hydrated once it is.
+    /// Provides the signals and, in the browser, marks the page hydrated once it is. A
+    /// page showing a notice then shows its own address ([`crate::PageState::path`],
+    /// which the server gives without the notice's `?claimed=…`), so a reload or a
+    /// bookmark does not announce the action again.
     pub(crate) fn provide() {
         let browser = Self::fresh();
         provide_context(browser);
+        let address = use_context::<crate::PageState>()
+            .filter(|state| state.notice.is_some())
+            .map(|state| state.path);
         // Effects run only in the browser, after hydration.
-        Effect::new(move |_| browser.hydrated.set(true));
+        Effect::new(move |_| {
+            browser.hydrated.set(true);
+            #[cfg(feature = "hydrate")]
+            if let Some(address) = &address {
+                show_address(address);
+            }
+            #[cfg(not(feature = "hydrate"))]
+            let _ = &address;
+        });
         #[cfg(feature = "hydrate")]
         {
             let _listener = window_event_listener(
@@ -163,6 +179,26 @@ impl Browser {
             sent: RwSignal::new(None),
             copied: RwSignal::new(None),
         }
+    }
+}
+
+/// Puts `address` (a path and query of this site) in the address bar in place of this
+/// page's, without a navigation or a new history entry.
+#[cfg(feature = "hydrate")]
+fn show_address(address: &str) {
+    let Some(window) = web_sys::window() else {
+        return;
+    };
+    let location = window.location();
+    let here = format!(
+        "{}{}",
+        location.pathname().unwrap_or_default(),
+        location.search().unwrap_or_default()
+    );
+    if here != address
+        && let Ok(history) = window.history()
+    {
+        let _ = history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(address));
     }
 }
 

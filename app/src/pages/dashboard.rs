@@ -6,7 +6,7 @@ use crate::components::{
     AppHeader, CopyButton, Messages, SubmitButton, follow_events, submit_once,
 };
 use crate::i18n::Locale;
-use crate::{ClaimRow, DashboardView, PageData, PoolRow, page_state, paths};
+use crate::{ClaimRow, DashboardView, Notice, PageData, PoolRow, page_state, paths};
 
 /// The self-service heart of the console (SPEC §6): the pools this person may see, each
 /// with a claim form when Kubernetes allows it, and their own sandboxes with phase,
@@ -26,8 +26,16 @@ pub fn Dashboard() -> impl IntoView {
         PageData::Dashboard(view) => view,
         _ => DashboardView::default(),
     };
+    // The lifetime the claim forms show, kept here: a live update renders them anew.
+    let ttl = RwSignal::new(view_data.ttl_chosen);
     let live = RwSignal::new(view_data);
     follow_events(paths::DASHBOARD_EVENTS.to_owned(), live);
+    let request_notice = state.notice;
+    let notice = Signal::derive(move || {
+        request_notice
+            .clone()
+            .map(|notice| live.with(|view| settled(notice, view)))
+    });
     view! {
         <AppHeader />
         <main class="mx-auto max-w-5xl space-y-8 px-4 py-8">
@@ -37,7 +45,7 @@ pub fn Dashboard() -> impl IntoView {
                     {locale.t_with("dashboard-welcome", &[("name", name)])}
                 </p>
             </div>
-            <Messages />
+            <Messages notice />
             {move || {
                 let view = live.get();
                 if view.cluster {
@@ -45,7 +53,7 @@ pub fn Dashboard() -> impl IntoView {
                         <Claims claims=view.all_claims.clone() everyone=true locale />
                     });
                     view! {
-                        <Pools pools=view.pools.clone() ttl_choices=view.ttl_choices.clone() locale />
+                        <Pools pools=view.pools.clone() ttl_choices=view.ttl_choices.clone() ttl locale />
                         <Claims claims=view.claims everyone=false locale />
                         {all}
                     }
@@ -63,8 +71,35 @@ pub fn Dashboard() -> impl IntoView {
     }
 }
 
+/// `notice` as it holds for `view`: "created: it is bound as soon as a sandbox is
+/// ready" becomes "created" once the claim is past Pending.
+fn settled(notice: Notice, view: &DashboardView) -> Notice {
+    match notice {
+        Notice::ClaimCreated {
+            name,
+            waiting: true,
+        } if view.claims.iter().any(|claim| {
+            claim.name == name && claim.phase.is_some_and(|p| p != ClaimPhase::Pending)
+        }) =>
+        {
+            Notice::ClaimCreated {
+                name,
+                waiting: false,
+            }
+        }
+        other => other,
+    }
+}
+
+/// The pools with their claim forms; `ttl` is the lifetime the forms show (the last one
+/// chosen in any of them).
 #[component]
-fn Pools(pools: Vec<PoolRow>, ttl_choices: Vec<u32>, locale: Locale) -> impl IntoView {
+fn Pools(
+    pools: Vec<PoolRow>,
+    ttl_choices: Vec<u32>,
+    ttl: RwSignal<Option<u32>>,
+    locale: Locale,
+) -> impl IntoView {
     let card = "rounded-2xl border border-slate-200 bg-white p-5 shadow-sm dark:border-slate-800 dark:bg-slate-900";
     let empty = pools.is_empty();
     view! {
@@ -98,10 +133,18 @@ fn Pools(pools: Vec<PoolRow>, ttl_choices: Vec<u32>, locale: Locale) -> impl Int
                                     <input type="hidden" name="pool" value=pool.name.clone() />
                                     <label class="text-sm font-medium">
                                         {locale.t("dashboard-claim-ttl")}
-                                        <select name="ttl_seconds" class="mt-1 block rounded-lg border border-slate-300 bg-white px-3 py-2 dark:border-slate-700 dark:bg-slate-950">
+                                        <select
+                                            name="ttl_seconds"
+                                            class="mt-1 block rounded-lg border border-slate-300 bg-white px-3 py-2 dark:border-slate-700 dark:bg-slate-950"
+                                            on:change=move |event| ttl.set(event_target_value(&event).parse().ok())
+                                        >
                                             {choices
                                                 .into_iter()
-                                                .map(|secs| view! { <option value=secs.to_string()>{ttl_label(secs, locale)}</option> })
+                                                .map(|secs| {
+                                                    // Untracked: choosing does not render the forms anew.
+                                                    let selected = ttl.get_untracked() == Some(secs);
+                                                    view! { <option value=secs.to_string() selected=selected>{ttl_label(secs, locale)}</option> }
+                                                })
                                                 .collect_view()}
                                         </select>
                                     </label>
