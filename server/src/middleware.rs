@@ -80,6 +80,9 @@ pub async fn security_headers(
 /// Requests with neither header are refused (OWASP CSRF cheat sheet, "Verifying Origin").
 /// The OAuth token and revocation endpoints are exempt: they act on the code or token in
 /// the request, never on cookies, and their clients are not browsers of our origin.
+/// A refusal that carried a live session (the forged request CSRF is about) is audited
+/// as that person, `request.cross-site` on `<method> <path>` with result `refused`; one
+/// without names nobody, and a row for each would let anyone fill the log.
 pub async fn same_origin(State(app): State<AppState>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     if matches!(
@@ -99,7 +102,54 @@ pub async fn same_origin(State(app): State<AppState>, request: Request, next: Ne
     } else {
         let locale = locale_of(request.headers());
         tracing::warn!(path = %request.uri().path(), "cross-site request refused");
+        audit_cross_site(&app, &request).await;
         error_page(locale, &AppError::CrossSite)
+    }
+}
+
+/// Audits a refused cross-site `request` as the person of its session, if it has a live
+/// one ([`same_origin`]). The detail is where the browser said it came from. Not `async`
+/// over the request itself, which is not `Sync`: what the row needs is taken first.
+fn audit_cross_site(app: &AppState, request: &Request) -> impl Future<Output = ()> + Send + use<> {
+    let source = client_ip(request.extensions());
+    let session = request.extensions().get::<Session>().cloned();
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("-")
+            .chars()
+            .take(200)
+            .collect::<String>()
+    };
+    let detail = format!(
+        "sec-fetch-site: {}, origin: {}",
+        header("sec-fetch-site"),
+        header("origin")
+    );
+    let target = format!("{} {}", request.method(), request.uri().path());
+    let app = app.clone();
+    async move {
+        let Some(session) = session else {
+            return;
+        };
+        let Ok(Some(grant)) = session.get::<SessionGrant>(AUTH_KEY).await else {
+            return;
+        };
+        let Ok(Some(user)) = app.accounts.check_session(&grant, source).await else {
+            return;
+        };
+        app.accounts
+            .audit_event(
+                user.name.as_str(),
+                "request.cross-site",
+                &target,
+                source,
+                "refused",
+                &detail,
+            )
+            .await;
     }
 }
 
