@@ -130,7 +130,7 @@ pub(crate) struct Copied {
     /// says it copied.
     pub button: String,
     pub ok: bool,
-    /// Tells this copy from a later one of the same text, so only its own timer clears it.
+    /// Tells this copy from a later one by the same button, so only its own timer clears it.
     pub serial: u64,
 }
 
