@@ -19,8 +19,8 @@ pub use banlieue_domain::views::{
 pub use error::{AppError, AuthorizationProblem};
 pub use i18n::Locale;
 pub use state::{
-    AccountView, AuditFilter, AuditRow, AuditView, AuthorizeView, FormFeedback, Notice, Page,
-    PageData, PageState, SessionRow, UserRow, UserView, UsersView,
+    AccountView, AuditFilter, AuditRow, AuditView, AuthorizeView, FormFeedback, Navigation, Notice,
+    Page, PageData, PageState, SessionRow, UserRow, UserView, UsersView,
 };
 
 /// Paths of the pages, shared with the server's access rules and redirects.

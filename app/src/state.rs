@@ -27,6 +27,18 @@ pub struct PageState {
     /// A success message after an action.
     pub notice: Option<Notice>,
     pub data: PageData,
+    /// The header's entries that Kubernetes decides (the others follow the console's own
+    /// roles).
+    pub nav: Navigation,
+}
+
+/// What the header links to beyond the console's own pages, each shown when a
+/// SelfSubjectAccessReview allows what the page offers (SPEC §5: the UI hides what the
+/// person cannot do).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Navigation {
+    /// Pools: Kubernetes lets the person list pools in every namespace.
+    pub pools: bool,
 }
 
 /// The pages of the console.

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use app::security::content_security_policy;
-use app::{AppError, Locale, Page, PageState, paths};
+use app::{AppError, Locale, Navigation, Page, PageState, paths};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -12,6 +12,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use banlieue_domain::SignedInUser;
 use banlieue_identity::oidc::endpoints;
 use banlieue_store::UserRecord;
+use services::{Authenticator, Principal};
 use tower_sessions::Session;
 
 use crate::AppState;
@@ -211,11 +212,26 @@ pub async fn session_user(
         .map_or("/", |p| p.as_str())
         .to_owned();
     let page = Page::for_path(request.uri().path());
+    // Asked only where a page with the header may answer (not for live streams or
+    // assets), and not while the header offers no navigation.
+    let with_header = !is_public(request.uri().path())
+        && !request.uri().path().starts_with("/events/")
+        && request.uri().path() != paths::SIGN_OUT;
+    let nav = match &user {
+        Some(user) if with_header && !user.must_change_password => {
+            let who = Principal::local(user.clone(), Authenticator::Session, source);
+            Navigation {
+                pools: app.console.may_see_pools(&who).await,
+            }
+        }
+        _ => Navigation::default(),
+    };
     request.extensions_mut().insert(PageState {
         page,
         path,
         locale,
         user: user.as_ref().map(signed_in_user),
+        nav,
         ..PageState::default()
     });
     if let Some(user) = user {
@@ -264,6 +280,25 @@ pub fn signed_in_user(user: &UserRecord) -> SignedInUser {
     }
 }
 
+/// Assets, health probes, the language switch, the kubeconfig and the OIDC issuer's
+/// endpoints: public, and never a page with the console's header.
+fn is_public(path: &str) -> bool {
+    path.starts_with("/pkg/")
+        || matches!(
+            path,
+            "/favicon.svg"
+                | "/healthz"
+                | "/readyz"
+                | paths::LOCALE
+                | paths::KUBECONFIG
+                | endpoints::DISCOVERY
+                | endpoints::JWKS
+                | endpoints::AUTHORIZE
+                | endpoints::TOKEN
+                | endpoints::REVOKE
+        )
+}
+
 /// What the access rules decide for one request.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Access {
@@ -282,21 +317,7 @@ pub enum Access {
 ///   (SPEC §3); pages redirect there, other requests get 403.
 pub fn access(method: &Method, path: &str, user: Option<&UserRecord>) -> Access {
     let is_page = *method == Method::GET || *method == Method::HEAD;
-    let always_public = path.starts_with("/pkg/")
-        || matches!(
-            path,
-            "/favicon.svg"
-                | "/healthz"
-                | "/readyz"
-                | paths::LOCALE
-                | paths::KUBECONFIG
-                | endpoints::DISCOVERY
-                | endpoints::JWKS
-                | endpoints::AUTHORIZE
-                | endpoints::TOKEN
-                | endpoints::REVOKE
-        );
-    if always_public {
+    if is_public(path) {
         return Access::Allow;
     }
     match user {

@@ -849,6 +849,44 @@ async fn operators_manage_pools_and_developers_are_refused_by_kubernetes() {
     dev.shutdown().await;
 }
 
+/// Whether the header links to `/pools`.
+fn links_to_pools(html: &str) -> bool {
+    html.contains("href=\"/pools\"")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pools_link_shows_when_kubernetes_lets_the_person_list_pools() {
+    let (app, dev) = TestApp::with_dev_cluster().await;
+    // Developers and viewers may list pools (the page shows them read-only), operators
+    // manage them; a person without a role may not.
+    for (name, roles) in [
+        ("vera", &["viewer"][..]),
+        ("dave", &["developer"][..]),
+        ("oscar", &["operator"][..]),
+        ("nobody", &[][..]),
+    ] {
+        app.create_user(name, PASSWORD, roles, false).await;
+        let cookie = app.sign_in(name, PASSWORD).await;
+        let dashboard = app.send(get("/", Some(&cookie))).await;
+        assert_eq!(dashboard.status, StatusCode::OK, "{}", dashboard.body);
+        let account = app.send(get("/account", Some(&cookie))).await;
+        let pools = app.send(get("/pools", Some(&cookie))).await;
+        let expected = name != "nobody";
+        for page in [&dashboard, &account] {
+            assert_eq!(
+                links_to_pools(&page.body),
+                expected,
+                "{name}: {}",
+                page.body
+            );
+        }
+        if expected {
+            assert_eq!(pools.status, StatusCode::OK, "{name}: {}", pools.body);
+        }
+    }
+    dev.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_claim_says_why_in_the_persons_language() {
     let (app, dev) = TestApp::with_dev_cluster().await;

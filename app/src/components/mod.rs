@@ -257,7 +257,7 @@ pub fn AppHeader() -> impl IntoView {
     let state = page_state();
     let locale = state.locale;
     let is_admin = state.user.as_ref().is_some_and(|u| u.is_admin());
-    let is_operator = state.user.as_ref().is_some_and(|u| u.is_operator());
+    let pools = state.nav.pools;
     // While the password must change, every other page redirects back: offer none.
     let navigable = state.user.as_ref().is_some_and(|u| !u.must_change_password);
     let who = state
@@ -277,7 +277,7 @@ pub fn AppHeader() -> impl IntoView {
                             <a href=paths::DASHBOARD.to_owned() class="whitespace-nowrap hover:underline">
                                 {locale.t("nav-dashboard")}
                             </a>
-                            {is_operator
+                            {pools
                                 .then(|| {
                                     view! {
                                         <a href=paths::POOLS.to_owned() class="whitespace-nowrap hover:underline">
