@@ -75,6 +75,11 @@ pub mod paths {
     }
 }
 
+/// The server-sent event that ends a live stream because the session it served ended
+/// (signed out elsewhere, disabled, a password reset): the page then says so and offers
+/// to sign in again, instead of reconnecting.
+pub const SESSION_ENDED_EVENT: &str = "session-ended";
+
 /// The console's stylesheet, as cargo-leptos builds it (`<site>/pkg/<output name>.css`).
 pub const STYLESHEET: &str = "/pkg/banlieue-console.css";
 

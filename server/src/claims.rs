@@ -201,17 +201,25 @@ fn stream_refused(error: ServiceError) -> Response {
     status.into_response()
 }
 
-/// Each snapshot as an event carrying its JSON, until the console shuts down.
+/// Each snapshot as an event carrying its JSON, then [`app::SESSION_ENDED_EVENT`] when
+/// the snapshots end with the session; until the console shuts down.
 fn events<T: serde::Serialize + Send + 'static>(
     app: &AppState,
     snapshots: impl Stream<Item = T> + Send + 'static,
 ) -> Response {
     let stopping = app.stopping.clone().cancelled_owned();
+    // The snapshots end only when the viewer's session did (SessionViewer): the last
+    // event says so (with data: a browser dispatches no event without). A shutdown cuts
+    // the stream before it.
+    let ended = Event::default()
+        .event(app::SESSION_ENDED_EVENT)
+        .data("the session ended");
     let events = snapshots
         .filter_map(|snapshot| async move {
             let json = serde_json::to_string(&snapshot).ok()?;
             Some(Ok::<_, Infallible>(Event::default().data(json)))
         })
+        .chain(futures::stream::once(async { Ok(ended) }))
         .take_until(stopping);
     Sse::new(events)
         .keep_alive(KeepAlive::default())

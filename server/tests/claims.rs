@@ -336,18 +336,26 @@ async fn a_sandbox_whose_ek_certificate_does_not_chain_is_shown_untrusted() {
 
 /// Reads `body` until the stream ends; fails if it does not within 30 s or if any event
 /// contains `never`.
-async fn stream_ends(body: &mut Body, never: &str) {
+/// Reads `body` to its end, which must come within 30 s and never carry `never`;
+/// returns whether its last event said the session ended.
+async fn stream_ends(body: &mut Body, never: &str) -> bool {
+    let mut last = String::new();
     loop {
         let frame = tokio::time::timeout(std::time::Duration::from_secs(30), body.frame())
             .await
             .expect("the stream ends within 30 s");
-        let Some(frame) = frame else { return };
+        let Some(frame) = frame else {
+            return last.contains(&format!("event: {}", app::SESSION_ENDED_EVENT));
+        };
         if let Some(data) = frame.unwrap().data_ref() {
             let text = String::from_utf8_lossy(data);
             assert!(
                 !text.contains(never),
                 "sent after it should have ended: {text}"
             );
+            if !text.trim().is_empty() {
+                last = text.into_owned();
+            }
         }
     }
 }
@@ -380,20 +388,26 @@ async fn live_streams_end_with_the_session_and_with_the_console() {
         .await
         .unwrap();
     let name = claim(&app, &dora, "sandbox").await;
-    stream_ends(&mut otto_stream, &name).await;
+    assert!(
+        stream_ends(&mut otto_stream, &name).await,
+        "the last event says the session ended"
+    );
 
     // Signed out: the same.
     let mut dora_stream = open("/events/dashboard", dora.clone()).await;
     event_until(&mut dora_stream, |e| e.contains(&name)).await;
     app.send(post_form("/sign-out", "", Some(&dora))).await;
-    stream_ends(&mut dora_stream, "\"gone\"").await;
+    assert!(stream_ends(&mut dora_stream, "\"gone\"").await);
 
     // Shutting down ends every stream, so the graceful shutdown does not wait on them.
     let dora = app.sign_in("dora", PASSWORD).await;
     let mut dora_stream = open("/events/dashboard", dora).await;
     event_until(&mut dora_stream, |e| e.contains(&name)).await;
     app.stopping.cancel();
-    stream_ends(&mut dora_stream, "\"never sent\"").await;
+    assert!(
+        !stream_ends(&mut dora_stream, "\"never sent\"").await,
+        "a shutdown is not the session's end"
+    );
     dev.shutdown().await;
 }
 

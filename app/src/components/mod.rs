@@ -120,6 +120,9 @@ pub(crate) struct Browser {
     /// The last copy to the clipboard, shown beside the copy button that made it for
     /// about two seconds.
     pub copied: RwSignal<Option<Copied>>,
+    /// The live stream ended because the session did ([`crate::SESSION_ENDED_EVENT`]):
+    /// the header says so instead of who is signed in, and countdowns stop.
+    pub session_ended: RwSignal<bool>,
 }
 
 /// A copy to the clipboard and how it went.
@@ -178,6 +181,7 @@ impl Browser {
             hydrated: RwSignal::new(false),
             sent: RwSignal::new(None),
             copied: RwSignal::new(None),
+            session_ended: RwSignal::new(false),
         }
     }
 }
@@ -264,6 +268,12 @@ pub fn AppHeader() -> impl IntoView {
         .user
         .as_ref()
         .map(|u| locale.t_with("signed-in-as", &[("name", u.label().to_owned())]));
+    let ended = Browser::get().session_ended;
+    let sign_in_again = format!(
+        "{}?next={}",
+        paths::SIGN_IN,
+        crate::pages::encode(&state.path)
+    );
     view! {
         <header class="border-b border-slate-200 bg-white/80 dark:border-slate-800 dark:bg-slate-900/80">
             <div class="mx-auto flex max-w-5xl flex-wrap items-center gap-x-6 gap-y-2 px-4 py-3">
@@ -306,9 +316,25 @@ pub fn AppHeader() -> impl IntoView {
                         }
                     })}
                 <div class="ms-auto flex flex-wrap items-center justify-end gap-x-4 gap-y-2">
-                    <span class="text-sm text-slate-600 dark:text-slate-300" data-testid="signed-in-as">
-                        {who}
-                    </span>
+                    {move || {
+                        if ended.get() {
+                            view! {
+                                <p role="alert" class="text-sm font-medium text-red-700 dark:text-red-300" data-testid="session-ended">
+                                    {locale.t("session-ended")}
+                                    " "
+                                    <a href=sign_in_again.clone() class="underline">{locale.t("session-ended-sign-in")}</a>
+                                </p>
+                            }
+                            .into_any()
+                        } else {
+                            view! {
+                                <span class="text-sm text-slate-600 dark:text-slate-300" data-testid="signed-in-as">
+                                    {who.clone()}
+                                </span>
+                            }
+                            .into_any()
+                        }
+                    }}
                     <LanguageSwitch />
                     <SignOutButton />
                 </div>
@@ -413,7 +439,8 @@ fn clipboard_available() -> bool {
 }
 
 /// Once hydrated: sets `live` to each JSON snapshot the server pushes on `url`
-/// (server-sent events; the browser reconnects by itself after an error). Without
+/// (server-sent events; the browser reconnects by itself after an error), and marks the
+/// session ended ([`Browser::session_ended`]) when the server says so. Without
 /// JavaScript the page stays as rendered and a reload shows the news.
 pub fn follow_events<T>(url: String, live: RwSignal<T>)
 where
@@ -436,9 +463,21 @@ where
             },
         );
         source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        // The session ended: no reconnecting (it would only be sent to the sign-in page).
+        let session_ended = Browser::get().session_ended;
+        let ended_source = source.clone();
+        let on_ended = Closure::<dyn FnMut(web_sys::Event)>::new(move |_: web_sys::Event| {
+            ended_source.close();
+            session_ended.set(true);
+        });
+        let _ = source.add_event_listener_with_callback(
+            crate::SESSION_ENDED_EVENT,
+            on_ended.as_ref().unchecked_ref(),
+        );
         // The page lives as long as the document (there is no client-side router), so the
-        // handler and the connection live as long too.
+        // handlers and the connection live as long too.
         on_message.forget();
+        on_ended.forget();
     }
     #[cfg(not(feature = "hydrate"))]
     let _ = (url, live);

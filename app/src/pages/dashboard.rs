@@ -359,14 +359,20 @@ pub(super) fn PhaseBadge(phase: Option<ClaimPhase>, locale: Locale) -> impl Into
 }
 
 /// "in 59 minutes (59:58)", "in 3 h 59 min (3:59:58)", with the instant as its title;
-/// once hydrated it counts down every second.
+/// once hydrated it counts down every second, until the session ends.
 #[component]
 pub(super) fn Countdown(expires_at: String, remaining_secs: i64, locale: Locale) -> impl IntoView {
     let remaining = RwSignal::new(remaining_secs);
     #[cfg(feature = "hydrate")]
     {
+        // Once the session ended the page is no longer followed: the clock stops with it.
+        let ended = crate::components::Browser::get().session_ended;
         let handle = set_interval_with_handle(
-            move || remaining.update(|r| *r = (*r - 1).max(0)),
+            move || {
+                if !ended.get_untracked() {
+                    remaining.update(|r| *r = (*r - 1).max(0));
+                }
+            },
             std::time::Duration::from_secs(1),
         );
         if let Ok(handle) = handle {
