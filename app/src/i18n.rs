@@ -79,6 +79,12 @@ impl Locale {
         LOCALES.lookup(self.id(), key)
     }
 
+    /// The message `key` in this language, or `None` when it is not defined (a code the
+    /// console has no words for).
+    pub fn try_t(self, key: &str) -> Option<String> {
+        LOCALES.try_lookup(self.id(), key)
+    }
+
     /// The message `key` with named arguments (`{ $name }` in the Fluent source). An
     /// argument that is an integer is passed as a number, so plural selectors work.
     pub fn t_with(self, key: &str, args: &[(&'static str, String)]) -> String {

@@ -19,8 +19,8 @@ pub use banlieue_domain::views::{
 pub use error::{AppError, AuthorizationProblem};
 pub use i18n::Locale;
 pub use state::{
-    AccountView, AuditFilter, AuditRow, AuditView, AuthorizeView, FormFeedback, Notice, Page,
-    PageData, PageState, SessionRow, UserRow, UserView, UsersView,
+    AccountView, AuditFilter, AuditRow, AuditView, AuthorizeView, FormFeedback, Navigation, Notice,
+    Page, PageData, PageState, SessionRow, UserRow, UserView, UsersView,
 };
 
 /// Paths of the pages, shared with the server's access rules and redirects.
@@ -74,6 +74,11 @@ pub mod paths {
         format!("{USERS}/{name}")
     }
 }
+
+/// The server-sent event that ends a live stream because the session it served ended
+/// (signed out elsewhere, disabled, a password reset): the page then says so and offers
+/// to sign in again, instead of reconnecting.
+pub const SESSION_ENDED_EVENT: &str = "session-ended";
 
 /// The console's stylesheet, as cargo-leptos builds it (`<site>/pkg/<output name>.css`).
 pub const STYLESHEET: &str = "/pkg/banlieue-console.css";

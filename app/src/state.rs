@@ -27,6 +27,18 @@ pub struct PageState {
     /// A success message after an action.
     pub notice: Option<Notice>,
     pub data: PageData,
+    /// The header's entries that Kubernetes decides (the others follow the console's own
+    /// roles).
+    pub nav: Navigation,
+}
+
+/// What the header links to beyond the console's own pages, each shown when a
+/// SelfSubjectAccessReview allows what the page offers (SPEC §5: the UI hides what the
+/// person cannot do).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Navigation {
+    /// Pools: Kubernetes lets the person list pools in every namespace.
+    pub pools: bool,
 }
 
 /// The pages of the console.
@@ -107,7 +119,9 @@ pub enum Notice {
     SessionsRevoked,
     UserDeleted { name: String },
     SessionRevoked,
-    ClaimCreated { name: String },
+    // `waiting`: the claim waits for a sandbox, and the notice says it is bound as soon as
+    // one is ready; once the claim is past Pending the dashboard says only "created".
+    ClaimCreated { name: String, waiting: bool },
     ReleaseRequested { name: String },
 }
 
@@ -126,7 +140,8 @@ impl Notice {
             Self::SessionsRevoked => "notice-sessions-revoked",
             Self::UserDeleted { .. } => "notice-user-deleted",
             Self::SessionRevoked => "notice-session-revoked",
-            Self::ClaimCreated { .. } => "notice-claim-created",
+            Self::ClaimCreated { waiting: true, .. } => "notice-claim-created",
+            Self::ClaimCreated { waiting: false, .. } => "notice-claim-created-settled",
             Self::ReleaseRequested { .. } => "notice-claim-released",
         }
     }
@@ -134,7 +149,7 @@ impl Notice {
     pub fn message(&self, locale: Locale) -> String {
         match self {
             Self::UserDeleted { name }
-            | Self::ClaimCreated { name }
+            | Self::ClaimCreated { name, .. }
             | Self::ReleaseRequested { name }
             | Self::RoleSaved { name }
             | Self::PoolSaved { name }

@@ -53,3 +53,21 @@ export async function signIn(page: Page, name: string, password: string): Promis
   await page.getByLabel('Password', { exact: true }).fill(password);
   await page.getByRole('button', { name: 'Sign in' }).click();
 }
+
+/** With JavaScript: waits for the live page. Without: reloads until it shows (claim and
+ *  release redirect to the dashboard, so a reload never posts again). */
+export async function until(
+  page: Page,
+  js: boolean,
+  check: (timeout: number) => Promise<void>,
+  within = 20_000,
+): Promise<void> {
+  if (js) {
+    await check(within);
+    return;
+  }
+  await expect(async () => {
+    await page.reload();
+    await check(1_000);
+  }).toPass({ timeout: within });
+}

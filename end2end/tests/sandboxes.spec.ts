@@ -1,5 +1,5 @@
 import { Locator, Page } from '@playwright/test';
-import { test, expect, open, signIn, NEW_ADMIN_PASSWORD } from './fixtures';
+import { test, expect, open, signIn, until, NEW_ADMIN_PASSWORD } from './fixtures';
 
 // The self-service journey against each console's dev cluster (the Kubernetes emulator
 // with the chart, the controllers and the simulated provider): claim a sandbox, watch it
@@ -7,24 +7,6 @@ import { test, expect, open, signIn, NEW_ADMIN_PASSWORD } from './fixtures';
 // page follows the cluster live; without it, a reload shows the new state.
 
 test.describe.configure({ mode: 'serial' });
-
-/** With JavaScript: waits for the live page. Without: reloads until it shows (claim and
- *  release redirect to the dashboard, so a reload never posts again). */
-async function until(
-  page: Page,
-  js: boolean,
-  check: (timeout: number) => Promise<void>,
-  within = 20_000,
-): Promise<void> {
-  if (js) {
-    await check(within);
-    return;
-  }
-  await expect(async () => {
-    await page.reload();
-    await check(1_000);
-  }).toPass({ timeout: within });
-}
 
 /** Signs the admin in and waits until the dashboard is hydrated: it opens its live
  *  stream while hydrating, and input is handled only after that. */
@@ -71,11 +53,21 @@ test('claim a sandbox, see it bound, release it', async ({ page }, info) => {
   const copy = claim.getByRole('button', { name: 'Copy' });
   if (js) {
     await page.context().grantPermissions(['clipboard-read', 'clipboard-write']);
+    // The admin sees the same claim in All sandboxes too, with its own button: only the
+    // button pressed says it copied.
+    const mine = await claim.getAttribute('data-claim');
+    const everyone = page.locator(`[data-testid="any-claim"][data-claim="${mine}"]`);
+    await expect(everyone.getByRole('button', { name: 'Copy' })).toBeVisible();
     await copy.click();
     await expect(claim.getByTestId('copy-status')).toHaveText('Copied');
+    // Read at once, not waited for: "Copied" goes by itself after about two seconds.
+    expect(await everyone.getByTestId('copy-status').textContent()).toBe('');
     const command = await claim.getByTestId('connect').textContent();
     expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(command);
     await expect(claim.getByTestId('copy-status')).toHaveText('', { timeout: 5_000 });
+    await everyone.getByRole('button', { name: 'Copy' }).click();
+    await expect(everyone.getByTestId('copy-status')).toHaveText('Copied');
+    expect(await claim.getByTestId('copy-status').textContent()).toBe('');
   } else {
     await expect(copy).toHaveCount(0);
   }
@@ -101,6 +93,50 @@ test('claim a sandbox, see it bound, release it', async ({ page }, info) => {
   await page.getByText('Release…').click();
   await page.getByRole('button', { name: 'Release', exact: true }).click();
   await expect(page.getByRole('status')).toContainText('is being released');
+  await until(page, js, async (timeout) => {
+    await expect(page.getByTestId('claim')).toHaveCount(0, { timeout });
+  });
+});
+
+test('after claiming: the notice follows the claim, the address forgets it, the lifetime stays', async ({ page }, info) => {
+  test.setTimeout(90_000);
+  const js = info.project.use.javaScriptEnabled !== false;
+  await open(page, '/sign-in', js);
+  if (js) await signInLive(page);
+  else await signIn(page, 'admin', NEW_ADMIN_PASSWORD);
+  const pool = page.locator('[data-pool="sandbox"]');
+  const lifetime = pool.getByLabel('Lifetime');
+  // 900 s is the second choice (BANLIEUE_CLAIM_TTL_CHOICES=8,900): not the default.
+  await expect(lifetime).toHaveValue('8');
+  await lifetime.selectOption('900');
+  await pool.getByRole('button', { name: 'Claim a sandbox' }).click();
+  const notice = page.getByRole('status');
+  await expect(notice).toContainText(/^Claim \S+ created/);
+  await expect(lifetime).toHaveValue('900');
+  // With JavaScript the address is the dashboard's own: a reload or a bookmark does not
+  // announce the claim again. Without, it keeps ?claimed= (nothing can change it).
+  if (js) await expect(page).toHaveURL(/\/$/);
+  else await expect(page).toHaveURL(/\/\?claimed=/);
+
+  // Once Bound the notice no longer says it will be, live or after a reload, and the
+  // lifetime is still the one chosen (with JavaScript, after live updates rendered the
+  // form anew).
+  const claim = page.getByTestId('claim').first();
+  await until(page, js, async (timeout) => {
+    await expect(claim).toHaveAttribute('data-phase', 'Bound', { timeout });
+  });
+  const name = (await claim.getAttribute('data-claim'))!;
+  await expect(notice).toHaveText(`Claim ${name} created.`);
+  await expect(lifetime).toHaveValue('900');
+
+  // The browser remembers it: the next visit starts with it.
+  await page.goto('/');
+  await expect(notice).toHaveCount(0);
+  await expect(lifetime).toHaveValue('900');
+
+  await claim.getByText('Release…').click();
+  await claim.getByRole('button', { name: 'Release', exact: true }).click();
+  await expect(notice).toContainText('is being released');
   await until(page, js, async (timeout) => {
     await expect(page.getByTestId('claim')).toHaveCount(0, { timeout });
   });

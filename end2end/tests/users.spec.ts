@@ -115,4 +115,19 @@ test('the audit log shows each of these', async ({ page }, info) => {
   await page.getByRole('button', { name: 'Filter' }).click();
   await expect(table.locator('tbody tr')).toHaveCount(1);
   await expect(table).toContainText('last-admin');
+  const row = table.locator('tbody tr');
+  await expect(row.getByTestId('audit-action')).toHaveText('user.disable');
+  await expect(row).toContainText('User disabled');
+  await expect(row).toContainText('Last admin');
+
+  // In Japanese the codes are in words, each with its code beside it (what the filters
+  // match), the filter kept.
+  await page.getByRole('button', { name: '日本語' }).click();
+  await expect(page.getByRole('heading', { name: '監査ログ' })).toBeVisible();
+  await expect(row).toHaveCount(1);
+  await expect(row).toContainText('ユーザーの無効化');
+  await expect(row.getByTestId('audit-action')).toHaveText('user.disable');
+  await expect(row).toContainText('最後の管理者');
+  await expect(row.getByTestId('audit-result')).toHaveText('last-admin');
+  await page.getByRole('button', { name: 'English' }).click();
 });

@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use app::{AppError, ClaimView, DashboardView, Notice, Page, PageData, PageState, paths};
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
 use banlieue_domain::object_names::is_dns_subdomain;
@@ -18,10 +18,14 @@ use services::{CreateClaim, Principal, ServiceError};
 
 use crate::AppState;
 use crate::form::Form;
-use crate::middleware::error_page;
+use crate::middleware::{cookie_value, error_page, remembering_cookie};
 use crate::pages;
 use crate::session::AUTH_KEY;
 use crate::use_cases::{PageContext, Who, app_error};
+
+/// The cookie remembering the lifetime this browser claimed with last, which the claim
+/// forms start with.
+pub const CLAIM_TTL_COOKIE: &str = "banlieue-claim-ttl";
 
 /// `GET /`: the dashboard; `?claimed=<name>` / `?released=<name>` (where a claim or
 /// release redirects, so a reload never posts again) show their notice.
@@ -30,19 +34,24 @@ pub async fn dashboard_page(
     Who(who): Who,
     PageContext(state): PageContext,
     RawQuery(query): RawQuery,
+    headers: HeaderMap,
 ) -> Response {
     let notice = url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()).find_map(
         |(key, name)| {
             let name = name.into_owned();
             let is_name = is_dns_subdomain(&name);
             match key.as_ref() {
-                "claimed" if is_name => Some(Notice::ClaimCreated { name }),
+                "claimed" if is_name => Some(Notice::ClaimCreated {
+                    name,
+                    waiting: true,
+                }),
                 "released" if is_name => Some(Notice::ReleaseRequested { name }),
                 _ => None,
             }
         },
     );
-    render(&app, state, &who, notice, None).await
+    let ttl = cookie_value(&headers, CLAIM_TTL_COOKIE).and_then(|secs| secs.parse().ok());
+    render(&app, state, &who, notice, None, ttl).await
 }
 
 /// Back to the dashboard with a notice (303, RFC 9110 §15.4.4): post/redirect/get.
@@ -63,18 +72,29 @@ pub async fn create_claim(
 ) -> Response {
     let form = match Form::read(body).await {
         Ok(form) => form,
-        Err(error) => return render(&app, state, &who, None, Some(error)).await,
+        Err(error) => return render(&app, state, &who, None, Some(error), None).await,
     };
+    let ttl_seconds = form.get("ttl_seconds").parse().ok();
     let command = CreateClaim {
         namespace: form.get("namespace").to_owned(),
         pool: form.get("pool").to_owned(),
-        ttl_seconds: form.get("ttl_seconds").parse().ok(),
+        ttl_seconds,
     };
     match app.console.create_claim(&who, command).await {
-        Ok(name) => to_dashboard("claimed", &name),
+        Ok(name) => {
+            let mut response = to_dashboard("claimed", &name);
+            // The next claim starts with the same lifetime, even after a reload.
+            if let Some(secs) = ttl_seconds
+                && let Some(cookie) =
+                    remembering_cookie(CLAIM_TTL_COOKIE, &secs.to_string(), app.config.https)
+            {
+                response.headers_mut().append(header::SET_COOKIE, cookie);
+            }
+            response
+        }
         Err(error) => {
             let error = app_error(error, AppError::InvalidClaim);
-            render(&app, state, &who, None, Some(error)).await
+            render(&app, state, &who, None, Some(error), ttl_seconds).await
         }
     }
 }
@@ -96,7 +116,7 @@ pub async fn release_claim(
         ) => error_page(state.locale, &app_error(error, AppError::NotFound)),
         Err(error) => {
             let error = app_error(error, AppError::NotFound);
-            render(&app, state, &who, None, Some(error)).await
+            render(&app, state, &who, None, Some(error), None).await
         }
     }
 }
@@ -181,17 +201,25 @@ fn stream_refused(error: ServiceError) -> Response {
     status.into_response()
 }
 
-/// Each snapshot as an event carrying its JSON, until the console shuts down.
+/// Each snapshot as an event carrying its JSON, then [`app::SESSION_ENDED_EVENT`] when
+/// the snapshots end with the session; until the console shuts down.
 fn events<T: serde::Serialize + Send + 'static>(
     app: &AppState,
     snapshots: impl Stream<Item = T> + Send + 'static,
 ) -> Response {
     let stopping = app.stopping.clone().cancelled_owned();
+    // The snapshots end only when the viewer's session did (SessionViewer): the last
+    // event says so (with data: a browser dispatches no event without). A shutdown cuts
+    // the stream before it.
+    let ended = Event::default()
+        .event(app::SESSION_ENDED_EVENT)
+        .data("the session ended");
     let events = snapshots
         .filter_map(|snapshot| async move {
             let json = serde_json::to_string(&snapshot).ok()?;
             Some(Ok::<_, Infallible>(Event::default().data(json)))
         })
+        .chain(futures::stream::once(async { Ok(ended) }))
         .take_until(stopping);
     Sse::new(events)
         .keep_alive(KeepAlive::default())
@@ -237,13 +265,14 @@ impl Viewer for SessionViewer {
     }
 }
 
-/// The dashboard, with `notice` or `error`.
+/// The dashboard, with `notice` or `error`, its claim forms starting with lifetime `ttl`.
 async fn render(
     app: &AppState,
     mut state: PageState,
     who: &Principal,
     notice: Option<Notice>,
     error: Option<AppError>,
+    ttl: Option<u32>,
 ) -> Response {
     state.page = Page::Dashboard;
     state.path = paths::DASHBOARD.to_owned();
@@ -259,7 +288,10 @@ async fn render(
             Some(error.unwrap_or_else(|| app_error(refused, AppError::NotFound))),
         ),
     };
-    state.data = PageData::Dashboard(view);
+    state.data = PageData::Dashboard(DashboardView {
+        ttl_chosen: ttl,
+        ..view
+    });
     match error {
         Some(error) => pages::with_feedback(app, state, error, Default::default()).await,
         None => pages::render(app, state, StatusCode::OK).await,

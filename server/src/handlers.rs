@@ -15,7 +15,9 @@ use tower_sessions::Session;
 
 use crate::AppState;
 use crate::form::Form;
-use crate::middleware::{CurrentUser, LOCALE_COOKIE, client_ip, internal_error};
+use crate::middleware::{
+    CurrentUser, LOCALE_COOKIE, client_ip, internal_error, remembering_cookie,
+};
 use crate::pages;
 use crate::session::AUTH_KEY;
 use banlieue_identity::SessionGrant;
@@ -206,15 +208,10 @@ pub async fn set_locale(State(app): State<AppState>, request: Request) -> Respon
     };
     let next = local_path(form.get("next")).unwrap_or_else(|| paths::DASHBOARD.to_owned());
     let mut response = Redirect::to(&next).into_response();
-    if let Some(locale) = Locale::from_tag(form.get("lang")) {
-        let secure = if app.config.https { "; Secure" } else { "" };
-        let cookie = format!(
-            "{LOCALE_COOKIE}={}; Path=/; Max-Age=31536000; SameSite=Lax; HttpOnly{secure}",
-            locale.tag()
-        );
-        if let Ok(value) = HeaderValue::from_str(&cookie) {
-            response.headers_mut().append(header::SET_COOKIE, value);
-        }
+    if let Some(locale) = Locale::from_tag(form.get("lang"))
+        && let Some(value) = remembering_cookie(LOCALE_COOKIE, locale.tag(), app.config.https)
+    {
+        response.headers_mut().append(header::SET_COOKIE, value);
     }
     response
 }

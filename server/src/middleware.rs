@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use app::security::content_security_policy;
-use app::{AppError, Locale, Page, PageState, paths};
+use app::{AppError, Locale, Navigation, Page, PageState, paths};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -12,6 +12,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use banlieue_domain::SignedInUser;
 use banlieue_identity::oidc::endpoints;
 use banlieue_store::UserRecord;
+use services::{Authenticator, Principal};
 use tower_sessions::Session;
 
 use crate::AppState;
@@ -80,6 +81,9 @@ pub async fn security_headers(
 /// Requests with neither header are refused (OWASP CSRF cheat sheet, "Verifying Origin").
 /// The OAuth token and revocation endpoints are exempt: they act on the code or token in
 /// the request, never on cookies, and their clients are not browsers of our origin.
+/// A refusal that carried a live session (the forged request CSRF is about) is audited
+/// as that person, `request.cross-site` on `<method> <path>` with result `refused`; one
+/// without names nobody, and a row for each would let anyone fill the log.
 pub async fn same_origin(State(app): State<AppState>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     if matches!(
@@ -99,7 +103,54 @@ pub async fn same_origin(State(app): State<AppState>, request: Request, next: Ne
     } else {
         let locale = locale_of(request.headers());
         tracing::warn!(path = %request.uri().path(), "cross-site request refused");
+        audit_cross_site(&app, &request).await;
         error_page(locale, &AppError::CrossSite)
+    }
+}
+
+/// Audits a refused cross-site `request` as the person of its session, if it has a live
+/// one ([`same_origin`]). The detail is where the browser said it came from. Not `async`
+/// over the request itself, which is not `Sync`: what the row needs is taken first.
+fn audit_cross_site(app: &AppState, request: &Request) -> impl Future<Output = ()> + Send + use<> {
+    let source = client_ip(request.extensions());
+    let session = request.extensions().get::<Session>().cloned();
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("-")
+            .chars()
+            .take(200)
+            .collect::<String>()
+    };
+    let detail = format!(
+        "sec-fetch-site: {}, origin: {}",
+        header("sec-fetch-site"),
+        header("origin")
+    );
+    let target = format!("{} {}", request.method(), request.uri().path());
+    let app = app.clone();
+    async move {
+        let Some(session) = session else {
+            return;
+        };
+        let Ok(Some(grant)) = session.get::<SessionGrant>(AUTH_KEY).await else {
+            return;
+        };
+        let Ok(Some(user)) = app.accounts.check_session(&grant, source).await else {
+            return;
+        };
+        app.accounts
+            .audit_event(
+                user.name.as_str(),
+                "request.cross-site",
+                &target,
+                source,
+                "refused",
+                &detail,
+            )
+            .await;
     }
 }
 
@@ -161,11 +212,26 @@ pub async fn session_user(
         .map_or("/", |p| p.as_str())
         .to_owned();
     let page = Page::for_path(request.uri().path());
+    // Asked only where a page with the header may answer (not for live streams or
+    // assets), and not while the header offers no navigation.
+    let with_header = !is_public(request.uri().path())
+        && !request.uri().path().starts_with("/events/")
+        && request.uri().path() != paths::SIGN_OUT;
+    let nav = match &user {
+        Some(user) if with_header && !user.must_change_password => {
+            let who = Principal::local(user.clone(), Authenticator::Session, source);
+            Navigation {
+                pools: app.console.may_see_pools(&who).await,
+            }
+        }
+        _ => Navigation::default(),
+    };
     request.extensions_mut().insert(PageState {
         page,
         path,
         locale,
         user: user.as_ref().map(signed_in_user),
+        nav,
         ..PageState::default()
     });
     if let Some(user) = user {
@@ -214,6 +280,25 @@ pub fn signed_in_user(user: &UserRecord) -> SignedInUser {
     }
 }
 
+/// Assets, health probes, the language switch, the kubeconfig and the OIDC issuer's
+/// endpoints: public, and never a page with the console's header.
+fn is_public(path: &str) -> bool {
+    path.starts_with("/pkg/")
+        || matches!(
+            path,
+            "/favicon.svg"
+                | "/healthz"
+                | "/readyz"
+                | paths::LOCALE
+                | paths::KUBECONFIG
+                | endpoints::DISCOVERY
+                | endpoints::JWKS
+                | endpoints::AUTHORIZE
+                | endpoints::TOKEN
+                | endpoints::REVOKE
+        )
+}
+
 /// What the access rules decide for one request.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Access {
@@ -232,21 +317,7 @@ pub enum Access {
 ///   (SPEC §3); pages redirect there, other requests get 403.
 pub fn access(method: &Method, path: &str, user: Option<&UserRecord>) -> Access {
     let is_page = *method == Method::GET || *method == Method::HEAD;
-    let always_public = path.starts_with("/pkg/")
-        || matches!(
-            path,
-            "/favicon.svg"
-                | "/healthz"
-                | "/readyz"
-                | paths::LOCALE
-                | paths::KUBECONFIG
-                | endpoints::DISCOVERY
-                | endpoints::JWKS
-                | endpoints::AUTHORIZE
-                | endpoints::TOKEN
-                | endpoints::REVOKE
-        );
-    if always_public {
+    if is_public(path) {
         return Access::Allow;
     }
     match user {
@@ -268,15 +339,31 @@ pub fn access(method: &Method, path: &str, user: Option<&UserRecord>) -> Access 
     }
 }
 
-/// The language: the remembered choice, else `Accept-Language`, else English.
-pub fn locale_of(headers: &HeaderMap) -> Locale {
-    let remembered = headers
+/// The value of the request's cookie `name`, if it sent one.
+pub fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| cookie::Cookie::split_parse(v).filter_map(Result::ok))
-        .find(|c| c.name() == LOCALE_COOKIE)
-        .and_then(|c| Locale::from_tag(c.value()));
+        .find(|c| c.name() == name)
+        .map(|c| c.value().to_owned())
+}
+
+/// A `Set-Cookie` value remembering `value` as `name` for a year, for this site's pages
+/// only (`HttpOnly`, `SameSite=Lax`; `Secure` over https): the language and the
+/// lifetime of the last claim.
+pub fn remembering_cookie(name: &str, value: &str, https: bool) -> Option<HeaderValue> {
+    let secure = if https { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!(
+        "{name}={value}; Path=/; Max-Age=31536000; SameSite=Lax; HttpOnly{secure}"
+    ))
+    .ok()
+}
+
+/// The language: the remembered choice, else `Accept-Language`, else English.
+pub fn locale_of(headers: &HeaderMap) -> Locale {
+    let remembered = cookie_value(headers, LOCALE_COOKIE).and_then(|tag| Locale::from_tag(&tag));
     remembered.unwrap_or_else(|| {
         headers
             .get(header::ACCEPT_LANGUAGE)

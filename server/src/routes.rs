@@ -140,8 +140,10 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
             _,
         >(pages::provide_page_state, shell))
         .layer(from_fn_with_state(state.clone(), middleware::session_user))
-        .layer(session::layer(sessions, state.config.https))
+        // Inside the session layer: a refused cross-site request is audited as the
+        // person whose session it carried.
         .layer(from_fn_with_state(state.clone(), middleware::same_origin))
+        .layer(session::layer(sessions, state.config.https))
         .layer(from_fn_with_state(
             state.clone(),
             middleware::client_address_layer,

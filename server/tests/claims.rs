@@ -336,18 +336,26 @@ async fn a_sandbox_whose_ek_certificate_does_not_chain_is_shown_untrusted() {
 
 /// Reads `body` until the stream ends; fails if it does not within 30 s or if any event
 /// contains `never`.
-async fn stream_ends(body: &mut Body, never: &str) {
+/// Reads `body` to its end, which must come within 30 s and never carry `never`;
+/// returns whether its last event said the session ended.
+async fn stream_ends(body: &mut Body, never: &str) -> bool {
+    let mut last = String::new();
     loop {
         let frame = tokio::time::timeout(std::time::Duration::from_secs(30), body.frame())
             .await
             .expect("the stream ends within 30 s");
-        let Some(frame) = frame else { return };
+        let Some(frame) = frame else {
+            return last.contains(&format!("event: {}", app::SESSION_ENDED_EVENT));
+        };
         if let Some(data) = frame.unwrap().data_ref() {
             let text = String::from_utf8_lossy(data);
             assert!(
                 !text.contains(never),
                 "sent after it should have ended: {text}"
             );
+            if !text.trim().is_empty() {
+                last = text.into_owned();
+            }
         }
     }
 }
@@ -380,20 +388,26 @@ async fn live_streams_end_with_the_session_and_with_the_console() {
         .await
         .unwrap();
     let name = claim(&app, &dora, "sandbox").await;
-    stream_ends(&mut otto_stream, &name).await;
+    assert!(
+        stream_ends(&mut otto_stream, &name).await,
+        "the last event says the session ended"
+    );
 
     // Signed out: the same.
     let mut dora_stream = open("/events/dashboard", dora.clone()).await;
     event_until(&mut dora_stream, |e| e.contains(&name)).await;
     app.send(post_form("/sign-out", "", Some(&dora))).await;
-    stream_ends(&mut dora_stream, "\"gone\"").await;
+    assert!(stream_ends(&mut dora_stream, "\"gone\"").await);
 
     // Shutting down ends every stream, so the graceful shutdown does not wait on them.
     let dora = app.sign_in("dora", PASSWORD).await;
     let mut dora_stream = open("/events/dashboard", dora).await;
     event_until(&mut dora_stream, |e| e.contains(&name)).await;
     app.stopping.cancel();
-    stream_ends(&mut dora_stream, "\"never sent\"").await;
+    assert!(
+        !stream_ends(&mut dora_stream, "\"never sent\"").await,
+        "a shutdown is not the session's end"
+    );
     dev.shutdown().await;
 }
 
@@ -846,6 +860,44 @@ async fn operators_manage_pools_and_developers_are_refused_by_kubernetes() {
         .map(|e| (e.target.as_str(), e.result.as_str()))
         .collect();
     assert_eq!(saves, [("demo/mine", "forbidden")]);
+    dev.shutdown().await;
+}
+
+/// Whether the header links to `/pools`.
+fn links_to_pools(html: &str) -> bool {
+    html.contains("href=\"/pools\"")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pools_link_shows_when_kubernetes_lets_the_person_list_pools() {
+    let (app, dev) = TestApp::with_dev_cluster().await;
+    // Developers and viewers may list pools (the page shows them read-only), operators
+    // manage them; a person without a role may not.
+    for (name, roles) in [
+        ("vera", &["viewer"][..]),
+        ("dave", &["developer"][..]),
+        ("oscar", &["operator"][..]),
+        ("nobody", &[][..]),
+    ] {
+        app.create_user(name, PASSWORD, roles, false).await;
+        let cookie = app.sign_in(name, PASSWORD).await;
+        let dashboard = app.send(get("/", Some(&cookie))).await;
+        assert_eq!(dashboard.status, StatusCode::OK, "{}", dashboard.body);
+        let account = app.send(get("/account", Some(&cookie))).await;
+        let pools = app.send(get("/pools", Some(&cookie))).await;
+        let expected = name != "nobody";
+        for page in [&dashboard, &account] {
+            assert_eq!(
+                links_to_pools(&page.body),
+                expected,
+                "{name}: {}",
+                page.body
+            );
+        }
+        if expected {
+            assert_eq!(pools.status, StatusCode::OK, "{name}: {}", pools.body);
+        }
+    }
     dev.shutdown().await;
 }
 

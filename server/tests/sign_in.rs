@@ -288,6 +288,46 @@ async fn cross_site_posts_are_refused() {
 }
 
 #[tokio::test]
+async fn a_forged_cross_site_post_riding_a_session_is_audited_as_its_person() {
+    let app = TestApp::new().await;
+    app.create_user("alice", PASSWORD, &["admin"], false).await;
+    let cookie = app.sign_in("alice", PASSWORD).await;
+    let forged = |cookie: Option<&str>| {
+        let mut request = axum::http::Request::post("/users/alice/disable")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(header::ORIGIN, "https://evil.example")
+            .header("sec-fetch-site", "cross-site");
+        if let Some(cookie) = cookie {
+            request = request.header(header::COOKIE, cookie);
+        }
+        request.body(axum::body::Body::from("version=1")).unwrap()
+    };
+    assert_eq!(
+        app.send(forged(Some(&cookie))).await.status,
+        StatusCode::FORBIDDEN
+    );
+    // Without a session it names nobody: no row (a flood would otherwise fill the log).
+    assert_eq!(app.send(forged(None)).await.status, StatusCode::FORBIDDEN);
+    let events = app.store().recent_audit(10).await.unwrap();
+    let refused: Vec<_> = events
+        .iter()
+        .filter(|e| e.action == "request.cross-site")
+        .map(|e| (e.actor.as_str(), e.target.as_str(), e.result.as_str()))
+        .collect();
+    assert_eq!(refused, [("alice", "POST /users/alice/disable", "refused")]);
+    let row = events
+        .iter()
+        .find(|e| e.action == "request.cross-site")
+        .unwrap();
+    assert!(row.detail.contains("https://evil.example"), "{row:?}");
+    // The person is still enabled.
+    assert_eq!(
+        app.send(get("/", Some(&cookie))).await.status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
 async fn session_ids_rotate_and_old_ones_die() {
     let app = TestApp::new().await;
     app.create_user("admin", PASSWORD, &["admin"], true).await;

@@ -18,12 +18,14 @@ pub fn NoticeBanner(notice: Notice) -> impl IntoView {
     }
 }
 
-/// The feedback and notice of this render, if any.
+/// The feedback and notice of this render, if any. A page whose notice can stop holding
+/// while it is open gives `notice`, which then replaces the request's.
 #[component]
-pub fn Messages() -> impl IntoView {
+pub fn Messages(#[prop(optional, into)] notice: Option<Signal<Option<Notice>>>) -> impl IntoView {
     let state = page_state();
+    let notice = notice.unwrap_or_else(|| Signal::stored(state.notice));
     view! {
-        {state.notice.map(|notice| view! { <NoticeBanner notice /> })}
+        {move || notice.get().map(|notice| view! { <NoticeBanner notice /> })}
         {state.feedback.map(|f| view! { <ErrorAlert error=f.error /> })}
     }
 }
@@ -115,27 +117,47 @@ pub(crate) struct Browser {
     /// action twice (a double click on "Claim a sandbox" made two claims). Cleared when
     /// the page comes back from the back-forward cache.
     pub sent: RwSignal<Option<String>>,
-    /// The last copy to the clipboard, shown beside the copy buttons of that text for
+    /// The last copy to the clipboard, shown beside the copy button that made it for
     /// about two seconds.
     pub copied: RwSignal<Option<Copied>>,
+    /// The live stream ended because the session did ([`crate::SESSION_ENDED_EVENT`]):
+    /// the header says so instead of who is signed in, and countdowns stop.
+    pub session_ended: RwSignal<bool>,
 }
 
 /// A copy to the clipboard and how it went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Copied {
-    pub text: String,
+    /// The `id` of the [`CopyButton`] pressed. Not the text: the same claim's connect
+    /// command sits in "My sandboxes" and in "All sandboxes", and only the button pressed
+    /// says it copied.
+    pub button: String,
     pub ok: bool,
-    /// Tells this copy from a later one of the same text, so only its own timer clears it.
+    /// Tells this copy from a later one by the same button, so only its own timer clears it.
     pub serial: u64,
 }
 
 impl Browser {
-    /// Provides the signals and, in the browser, marks the page hydrated once it is.
+    /// Provides the signals and, in the browser, marks the page hydrated once it is. A
+    /// page showing a notice then shows its own address ([`crate::PageState::path`],
+    /// which the server gives without the notice's `?claimed=…`), so a reload or a
+    /// bookmark does not announce the action again.
     pub(crate) fn provide() {
         let browser = Self::fresh();
         provide_context(browser);
+        let address = use_context::<crate::PageState>()
+            .filter(|state| state.notice.is_some())
+            .map(|state| state.path);
         // Effects run only in the browser, after hydration.
-        Effect::new(move |_| browser.hydrated.set(true));
+        Effect::new(move |_| {
+            browser.hydrated.set(true);
+            #[cfg(feature = "hydrate")]
+            if let Some(address) = &address {
+                show_address(address);
+            }
+            #[cfg(not(feature = "hydrate"))]
+            let _ = &address;
+        });
         #[cfg(feature = "hydrate")]
         {
             let _listener = window_event_listener(
@@ -159,7 +181,28 @@ impl Browser {
             hydrated: RwSignal::new(false),
             sent: RwSignal::new(None),
             copied: RwSignal::new(None),
+            session_ended: RwSignal::new(false),
         }
+    }
+}
+
+/// Puts `address` (a path and query of this site) in the address bar in place of this
+/// page's, without a navigation or a new history entry.
+#[cfg(feature = "hydrate")]
+fn show_address(address: &str) {
+    let Some(window) = web_sys::window() else {
+        return;
+    };
+    let location = window.location();
+    let here = format!(
+        "{}{}",
+        location.pathname().unwrap_or_default(),
+        location.search().unwrap_or_default()
+    );
+    if here != address
+        && let Ok(history) = window.history()
+    {
+        let _ = history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(address));
     }
 }
 
@@ -218,13 +261,19 @@ pub fn AppHeader() -> impl IntoView {
     let state = page_state();
     let locale = state.locale;
     let is_admin = state.user.as_ref().is_some_and(|u| u.is_admin());
-    let is_operator = state.user.as_ref().is_some_and(|u| u.is_operator());
+    let pools = state.nav.pools;
     // While the password must change, every other page redirects back: offer none.
     let navigable = state.user.as_ref().is_some_and(|u| !u.must_change_password);
     let who = state
         .user
         .as_ref()
         .map(|u| locale.t_with("signed-in-as", &[("name", u.label().to_owned())]));
+    let ended = Browser::get().session_ended;
+    let sign_in_again = format!(
+        "{}?next={}",
+        paths::SIGN_IN,
+        crate::pages::encode(&state.path)
+    );
     view! {
         <header class="border-b border-slate-200 bg-white/80 dark:border-slate-800 dark:bg-slate-900/80">
             <div class="mx-auto flex max-w-5xl flex-wrap items-center gap-x-6 gap-y-2 px-4 py-3">
@@ -238,7 +287,7 @@ pub fn AppHeader() -> impl IntoView {
                             <a href=paths::DASHBOARD.to_owned() class="whitespace-nowrap hover:underline">
                                 {locale.t("nav-dashboard")}
                             </a>
-                            {is_operator
+                            {pools
                                 .then(|| {
                                     view! {
                                         <a href=paths::POOLS.to_owned() class="whitespace-nowrap hover:underline">
@@ -267,9 +316,25 @@ pub fn AppHeader() -> impl IntoView {
                         }
                     })}
                 <div class="ms-auto flex flex-wrap items-center justify-end gap-x-4 gap-y-2">
-                    <span class="text-sm text-slate-600 dark:text-slate-300" data-testid="signed-in-as">
-                        {who}
-                    </span>
+                    {move || {
+                        if ended.get() {
+                            view! {
+                                <p role="alert" class="text-sm font-medium text-red-700 dark:text-red-300" data-testid="session-ended">
+                                    {locale.t("session-ended")}
+                                    " "
+                                    <a href=sign_in_again.clone() class="underline">{locale.t("session-ended-sign-in")}</a>
+                                </p>
+                            }
+                            .into_any()
+                        } else {
+                            view! {
+                                <span class="text-sm text-slate-600 dark:text-slate-300" data-testid="signed-in-as">
+                                    {who.clone()}
+                                </span>
+                            }
+                            .into_any()
+                        }
+                    }}
                     <LanguageSwitch />
                     <SignOutButton />
                 </div>
@@ -297,19 +362,21 @@ pub fn SignOutButton() -> impl IntoView {
 /// Copies `text` to the clipboard, then says "Copied" for about two seconds (or that it
 /// could not), politely announced to screen readers. It exists only once hydrated and
 /// where the browser has a clipboard (secure contexts): without JavaScript a button would
-/// do nothing, and the text beside it can be selected and copied by hand.
+/// do nothing, and the text beside it can be selected and copied by hand. `id` names the
+/// button among the page's copy buttons, the same on every render (a live update renders
+/// the dashboard's rows anew, and the button must still say it copied).
 #[component]
-pub fn CopyButton(text: String, label: String) -> impl IntoView {
+pub fn CopyButton(text: String, label: String, #[prop(into)] id: String) -> impl IntoView {
     let locale = page_state().locale;
     let Browser {
         hydrated, copied, ..
     } = Browser::get();
     let said = {
-        let text = text.clone();
+        let id = id.clone();
         move || {
             copied.with(|last| {
                 last.as_ref()
-                    .filter(|c| c.text == text)
+                    .filter(|c| c.button == id)
                     .map(|c| locale.t(if c.ok { "copy-done" } else { "copy-failed" }))
             })
         }
@@ -322,12 +389,12 @@ pub fn CopyButton(text: String, label: String) -> impl IntoView {
                 return;
             };
             let written = window.navigator().clipboard().write_text(&text);
-            let text = text.clone();
+            let button = id.clone();
             leptos::task::spawn_local(async move {
                 let ok = wasm_bindgen_futures::JsFuture::from(written).await.is_ok();
                 static SERIAL: AtomicU64 = AtomicU64::new(0);
                 let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
-                copied.set(Some(Copied { text, ok, serial }));
+                copied.set(Some(Copied { button, ok, serial }));
                 set_timeout(
                     move || {
                         if copied.with_untracked(|c| c.as_ref().is_some_and(|c| c.serial == serial))
@@ -340,7 +407,7 @@ pub fn CopyButton(text: String, label: String) -> impl IntoView {
             });
         }
         #[cfg(not(feature = "hydrate"))]
-        let _ = &text;
+        let _ = (&text, &id);
     };
     move || {
         (hydrated.get() && clipboard_available()).then(|| {
@@ -372,7 +439,8 @@ fn clipboard_available() -> bool {
 }
 
 /// Once hydrated: sets `live` to each JSON snapshot the server pushes on `url`
-/// (server-sent events; the browser reconnects by itself after an error). Without
+/// (server-sent events; the browser reconnects by itself after an error), and marks the
+/// session ended ([`Browser::session_ended`]) when the server says so. Without
 /// JavaScript the page stays as rendered and a reload shows the news.
 pub fn follow_events<T>(url: String, live: RwSignal<T>)
 where
@@ -395,9 +463,21 @@ where
             },
         );
         source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        // The session ended: no reconnecting (it would only be sent to the sign-in page).
+        let session_ended = Browser::get().session_ended;
+        let ended_source = source.clone();
+        let on_ended = Closure::<dyn FnMut(web_sys::Event)>::new(move |_: web_sys::Event| {
+            ended_source.close();
+            session_ended.set(true);
+        });
+        let _ = source.add_event_listener_with_callback(
+            crate::SESSION_ENDED_EVENT,
+            on_ended.as_ref().unchecked_ref(),
+        );
         // The page lives as long as the document (there is no client-side router), so the
-        // handler and the connection live as long too.
+        // handlers and the connection live as long too.
         on_message.forget();
+        on_ended.forget();
     }
     #[cfg(not(feature = "hydrate"))]
     let _ = (url, live);

@@ -3,6 +3,7 @@ use leptos::prelude::*;
 use super::INPUT_CLASS;
 use super::users::{SECONDARY_BUTTON, encode};
 use crate::components::{AppHeader, Messages, Pager};
+use crate::i18n::Locale;
 use crate::{AuditFilter, PageData, page_state, paths};
 
 /// The audit log (admins): filters as a GET form, newest events first, paged.
@@ -76,10 +77,10 @@ pub fn Audit() -> impl IntoView {
                                     <tr>
                                         <td class="whitespace-nowrap px-3 py-2">{row.at.clone()}</td>
                                         <td class="px-3 py-2">{row.actor.clone()}</td>
-                                        <td class="px-3 py-2 font-mono text-xs">{row.action.clone()}</td>
+                                        <td class="px-3 py-2"><Code kind="action" code=row.action.clone() locale /></td>
                                         <td class="px-3 py-2">{row.target.clone()}</td>
                                         <td class="px-3 py-2">{row.source_ip.clone()}</td>
-                                        <td class="px-3 py-2">{row.result.clone()}</td>
+                                        <td class="px-3 py-2"><Code kind="result" code=row.result.clone() locale /></td>
                                     </tr>
                                 }).collect_view()}
                             </tbody>
@@ -91,4 +92,18 @@ pub fn Audit() -> impl IntoView {
         </main>
     }
     .into_any()
+}
+
+/// An action or result code of the log (`kind`) in the person's words, with the code
+/// beside them: the code is what the filters match and what other tools read. A code the
+/// console has no words for shows alone.
+#[component]
+fn Code(kind: &'static str, code: String, locale: Locale) -> impl IntoView {
+    let words = locale.try_t(&format!("audit-{kind}-{}", code.replace('.', "-")));
+    view! {
+        {words.map(|words| view! { <span class="me-2">{words}</span> })}
+        <code class="whitespace-nowrap font-mono text-xs text-slate-500 dark:text-slate-400" data-testid=format!("audit-{kind}")>
+            {code}
+        </code>
+    }
 }

@@ -98,7 +98,7 @@ fn ClaimBody(view: ClaimView, locale: Locale) -> impl IntoView {
             {if claim.addresses.is_empty() {
                 view! { <p class="text-sm text-slate-500">{locale.t("claim-no-address")}</p> }.into_any()
             } else {
-                view! { <Connect addresses=claim.addresses.clone() locale /> }.into_any()
+                view! { <Connect addresses=claim.addresses.clone() copy_id="connect".to_owned() locale /> }.into_any()
             }}
         </section>
         <Attestation

@@ -6,7 +6,7 @@ use crate::components::{
     AppHeader, CopyButton, Messages, SubmitButton, follow_events, submit_once,
 };
 use crate::i18n::Locale;
-use crate::{ClaimRow, DashboardView, PageData, PoolRow, page_state, paths};
+use crate::{ClaimRow, DashboardView, Notice, PageData, PoolRow, page_state, paths};
 
 /// The self-service heart of the console (SPEC §6): the pools this person may see, each
 /// with a claim form when Kubernetes allows it, and their own sandboxes with phase,
@@ -26,8 +26,16 @@ pub fn Dashboard() -> impl IntoView {
         PageData::Dashboard(view) => view,
         _ => DashboardView::default(),
     };
+    // The lifetime the claim forms show, kept here: a live update renders them anew.
+    let ttl = RwSignal::new(view_data.ttl_chosen);
     let live = RwSignal::new(view_data);
     follow_events(paths::DASHBOARD_EVENTS.to_owned(), live);
+    let request_notice = state.notice;
+    let notice = Signal::derive(move || {
+        request_notice
+            .clone()
+            .map(|notice| live.with(|view| settled(notice, view)))
+    });
     view! {
         <AppHeader />
         <main class="mx-auto max-w-5xl space-y-8 px-4 py-8">
@@ -37,7 +45,7 @@ pub fn Dashboard() -> impl IntoView {
                     {locale.t_with("dashboard-welcome", &[("name", name)])}
                 </p>
             </div>
-            <Messages />
+            <Messages notice />
             {move || {
                 let view = live.get();
                 if view.cluster {
@@ -45,7 +53,7 @@ pub fn Dashboard() -> impl IntoView {
                         <Claims claims=view.all_claims.clone() everyone=true locale />
                     });
                     view! {
-                        <Pools pools=view.pools.clone() ttl_choices=view.ttl_choices.clone() locale />
+                        <Pools pools=view.pools.clone() ttl_choices=view.ttl_choices.clone() ttl locale />
                         <Claims claims=view.claims everyone=false locale />
                         {all}
                     }
@@ -63,8 +71,35 @@ pub fn Dashboard() -> impl IntoView {
     }
 }
 
+/// `notice` as it holds for `view`: "created: it is bound as soon as a sandbox is
+/// ready" becomes "created" once the claim is past Pending.
+fn settled(notice: Notice, view: &DashboardView) -> Notice {
+    match notice {
+        Notice::ClaimCreated {
+            name,
+            waiting: true,
+        } if view.claims.iter().any(|claim| {
+            claim.name == name && claim.phase.is_some_and(|p| p != ClaimPhase::Pending)
+        }) =>
+        {
+            Notice::ClaimCreated {
+                name,
+                waiting: false,
+            }
+        }
+        other => other,
+    }
+}
+
+/// The pools with their claim forms; `ttl` is the lifetime the forms show (the last one
+/// chosen in any of them).
 #[component]
-fn Pools(pools: Vec<PoolRow>, ttl_choices: Vec<u32>, locale: Locale) -> impl IntoView {
+fn Pools(
+    pools: Vec<PoolRow>,
+    ttl_choices: Vec<u32>,
+    ttl: RwSignal<Option<u32>>,
+    locale: Locale,
+) -> impl IntoView {
     let card = "rounded-2xl border border-slate-200 bg-white p-5 shadow-sm dark:border-slate-800 dark:bg-slate-900";
     let empty = pools.is_empty();
     view! {
@@ -98,10 +133,18 @@ fn Pools(pools: Vec<PoolRow>, ttl_choices: Vec<u32>, locale: Locale) -> impl Int
                                     <input type="hidden" name="pool" value=pool.name.clone() />
                                     <label class="text-sm font-medium">
                                         {locale.t("dashboard-claim-ttl")}
-                                        <select name="ttl_seconds" class="mt-1 block rounded-lg border border-slate-300 bg-white px-3 py-2 dark:border-slate-700 dark:bg-slate-950">
+                                        <select
+                                            name="ttl_seconds"
+                                            class="mt-1 block rounded-lg border border-slate-300 bg-white px-3 py-2 dark:border-slate-700 dark:bg-slate-950"
+                                            on:change=move |event| ttl.set(event_target_value(&event).parse().ok())
+                                        >
                                             {choices
                                                 .into_iter()
-                                                .map(|secs| view! { <option value=secs.to_string()>{ttl_label(secs, locale)}</option> })
+                                                .map(|secs| {
+                                                    // Untracked: choosing does not render the forms anew.
+                                                    let selected = ttl.get_untracked() == Some(secs);
+                                                    view! { <option value=secs.to_string() selected=selected>{ttl_label(secs, locale)}</option> }
+                                                })
                                                 .collect_view()}
                                         </select>
                                     </label>
@@ -155,7 +198,7 @@ fn Claims(claims: Vec<ClaimRow>, everyone: bool, locale: Locale) -> impl IntoVie
             // No table without rows: the sentence above says there is nothing.
             {(!empty).then(|| view! {
                 <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
-                    <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid=table>
+                    <table class="table-stack min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid=table>
                         <thead class="bg-slate-100 dark:bg-slate-900">
                             <tr>
                                 <th class=th scope="col">{locale.t("dashboard-col-name")}</th>
@@ -186,24 +229,30 @@ fn ClaimLine(claim: ClaimRow, everyone: bool, locale: Locale) -> impl IntoView {
             data-claim=claim.name.clone()
             data-phase=claim.phase.map(ClaimPhase::as_str).unwrap_or_default()
         >
-            <td class="px-3 py-2 font-mono text-xs">
+            <td class="px-3 py-2 font-mono text-xs" data-label=locale.t("dashboard-col-name")>
                 <a href=paths::claim(&claim.namespace, &claim.name) class="text-indigo-700 hover:underline dark:text-indigo-300">
                     {claim.name.clone()}
                 </a>
             </td>
-            {everyone.then(|| view! { <td class="px-3 py-2">{claim.subject.clone()}</td> })}
-            <td class="px-3 py-2">{claim.pool.clone()}</td>
-            <td class="px-3 py-2">
+            {everyone.then(|| view! {
+                <td class="px-3 py-2" data-label=locale.t("dashboard-col-subject")>{claim.subject.clone()}</td>
+            })}
+            <td class="px-3 py-2" data-label=locale.t("dashboard-col-pool")>{claim.pool.clone()}</td>
+            <td class="px-3 py-2" data-label=locale.t("dashboard-col-phase")>
                 <PhaseBadge phase=claim.phase locale />
                 {(!detail.is_empty()).then(|| view! { <p class="mt-1 text-xs text-slate-500" data-testid="claim-reason">{detail}</p> })}
             </td>
-            <td class="px-3 py-2">
+            <td class="px-3 py-2" data-label=locale.t("dashboard-col-expires")>
                 {claim.expires_at.clone().map(|at| view! {
                     <Countdown expires_at=at remaining_secs=claim.remaining_secs.unwrap_or_default() locale />
                 })}
             </td>
-            <td class="px-3 py-2">
-                <Connect addresses=claim.addresses.clone() locale />
+            <td class="px-3 py-2" data-label=locale.t("dashboard-col-addresses")>
+                <Connect
+                    addresses=claim.addresses.clone()
+                    copy_id=format!("{}:{}/{}", if everyone { "all" } else { "mine" }, claim.namespace, claim.name)
+                    locale
+                />
             </td>
             <td class="px-3 py-2 text-right">
                 {claim.can_release.then(|| view! { <ReleaseForm namespace=claim.namespace.clone() name=claim.name.clone() locale /> })}
@@ -234,9 +283,10 @@ pub(super) fn claim_detail_text(claim: &ClaimRow, locale: Locale) -> String {
     locale.t_with(key, &[("pool", claim.pool.clone())])
 }
 
-/// The sandbox's addresses and a ready-to-paste connect command with a copy button.
+/// The sandbox's addresses and a ready-to-paste connect command with a copy button
+/// (`copy_id` names it, see [`CopyButton`]).
 #[component]
-pub(super) fn Connect(addresses: Vec<String>, locale: Locale) -> impl IntoView {
+pub(super) fn Connect(addresses: Vec<String>, copy_id: String, locale: Locale) -> impl IntoView {
     let connect = addresses
         .first()
         .map(|address| format!("ssh sandbox@{address}"));
@@ -245,9 +295,9 @@ pub(super) fn Connect(addresses: Vec<String>, locale: Locale) -> impl IntoView {
             {addresses.iter().map(|a| view! { <li class="font-mono text-xs">{a.clone()}</li> }).collect_view()}
         </ul>
         {connect.map(|command| view! {
-            <div class="mt-2 flex items-center gap-2">
-                <code class="rounded bg-slate-100 px-2 py-1 text-xs dark:bg-slate-800" data-testid="connect">{command.clone()}</code>
-                <CopyButton text=command label=locale.t("dashboard-copy") />
+            <div class="mt-2 flex flex-wrap items-center gap-2">
+                <code class="break-all rounded bg-slate-100 px-2 py-1 text-xs dark:bg-slate-800" data-testid="connect">{command.clone()}</code>
+                <CopyButton text=command label=locale.t("dashboard-copy") id=copy_id />
             </div>
         })}
     }
@@ -309,14 +359,20 @@ pub(super) fn PhaseBadge(phase: Option<ClaimPhase>, locale: Locale) -> impl Into
 }
 
 /// "in 59 minutes (59:58)", "in 3 h 59 min (3:59:58)", with the instant as its title;
-/// once hydrated it counts down every second.
+/// once hydrated it counts down every second, until the session ends.
 #[component]
 pub(super) fn Countdown(expires_at: String, remaining_secs: i64, locale: Locale) -> impl IntoView {
     let remaining = RwSignal::new(remaining_secs);
     #[cfg(feature = "hydrate")]
     {
+        // Once the session ended the page is no longer followed: the clock stops with it.
+        let ended = crate::components::Browser::get().session_ended;
         let handle = set_interval_with_handle(
-            move || remaining.update(|r| *r = (*r - 1).max(0)),
+            move || {
+                if !ended.get_untracked() {
+                    remaining.update(|r| *r = (*r - 1).max(0));
+                }
+            },
             std::time::Duration::from_secs(1),
         );
         if let Ok(handle) = handle {

@@ -32,4 +32,4 @@ pub(crate) const INPUT_CLASS: &str = "mt-1 block w-full rounded-lg border border
 /// Classes of a card holding one form.
 pub(crate) const CARD_CLASS: &str = "w-full max-w-sm rounded-2xl border border-slate-200 bg-white p-8 shadow-sm dark:border-slate-800 dark:bg-slate-900";
 
-pub(crate) use users::{DANGER_BUTTON, PRIMARY_BUTTON, SECONDARY_BUTTON};
+pub(crate) use users::{DANGER_BUTTON, PRIMARY_BUTTON, SECONDARY_BUTTON, encode};

@@ -48,7 +48,6 @@ pub fn Roles() -> impl IntoView {
             .as_ref()
             .is_some_and(|e| e.grants.iter().any(|(r, v)| r == resource && v == verb)),
     };
-    let th = "px-3 py-2 text-left font-medium";
     view! {
         <AppHeader />
         <main class="mx-auto max-w-5xl space-y-8 px-4 py-8">
@@ -70,30 +69,27 @@ pub fn Roles() -> impl IntoView {
                         {locale.t("roles-name")}
                         <input class=INPUT_CLASS type="text" name="name" value=typed_name required readonly=is_edit autocapitalize="none" spellcheck="false" />
                     </label>
-                    <table class="text-sm" data-testid="role-grid">
-                        <thead>
-                            <tr>
-                                <th class=th scope="col">{locale.t("account-access-resource")}</th>
-                                {view.verbs.iter().map(|v| view! { <th class=th scope="col">{v.clone()}</th> }).collect_view()}
-                            </tr>
-                        </thead>
-                        <tbody>
-                            {view.resources.iter().map(|resource| view! {
-                                <tr>
-                                    <th class="px-3 py-2 text-left font-mono text-xs" scope="row">{resource.clone()}</th>
+                    // One group of checkboxes per resource, each with its verb beside it: it
+                    // wraps to a phone's width (a resources × verbs table did not).
+                    <div class="grid gap-3 sm:grid-cols-3" data-testid="role-grid">
+                        {view.resources.iter().map(|resource| view! {
+                            <fieldset class="rounded-lg border border-slate-200 p-3 dark:border-slate-700">
+                                <legend class="px-1 font-mono text-xs">{resource.clone()}</legend>
+                                <div class="flex flex-wrap gap-x-4 gap-y-2 text-sm">
                                     {view.verbs.iter().map(|verb| {
                                         let field = format!("grant.{resource}.{verb}");
                                         let label = format!("{verb} {resource}");
                                         view! {
-                                            <td class="px-3 py-2">
+                                            <label class="inline-flex items-center gap-1.5">
                                                 <input type="checkbox" name=field value="on" aria-label=label checked=granted(resource, verb) />
-                                            </td>
+                                                {verb.clone()}
+                                            </label>
                                         }
                                     }).collect_view()}
-                                </tr>
-                            }).collect_view()}
-                        </tbody>
-                    </table>
+                                </div>
+                            </fieldset>
+                        }).collect_view()}
+                    </div>
                     <SubmitButton
                         label=locale.t("roles-save")
                         pending_label=locale.t("form-saving")
@@ -122,7 +118,7 @@ fn RoleList(title: String, roles: Vec<RoleRow>, editable: bool, locale: Locale) 
             {empty.then(|| view! { <p class="text-sm text-slate-500" data-testid=format!("{table}-empty")>{locale.t(none)}</p> })}
             {(!empty).then(|| view! {
                 <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
-                    <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid=table>
+                    <table class="table-stack min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid=table>
                         <thead class="bg-slate-100 dark:bg-slate-900">
                             <tr>
                                 <th class=th scope="col">{locale.t("roles-name")}</th>
@@ -137,7 +133,7 @@ fn RoleList(title: String, roles: Vec<RoleRow>, editable: bool, locale: Locale) 
                                     let edit = format!("{}?edit={}", paths::ROLES, role.name);
                                     let delete = format!("{}/{}/delete", paths::ROLES, role.name);
                                     view! {
-                                        <a href=edit class=SECONDARY_BUTTON>{locale.t("roles-edit")}</a>
+                                        <a href=edit class=format!("inline-block whitespace-nowrap {SECONDARY_BUTTON}")>{locale.t("roles-edit")}</a>
                                         <details class="mt-2">
                                             <summary class="cursor-pointer text-xs">{locale.t("roles-delete")}</summary>
                                             <form method="post" action=delete class="mt-2">
@@ -148,13 +144,13 @@ fn RoleList(title: String, roles: Vec<RoleRow>, editable: bool, locale: Locale) 
                                 });
                                 view! {
                                     <tr data-role=role.name.clone()>
-                                        <td class="px-3 py-2 font-medium">{role.name.clone()}</td>
-                                        <td class="px-3 py-2">
-                                            <ul class="space-y-1 text-xs">
+                                        <td class="px-3 py-2 font-medium" data-label=locale.t("roles-name")>{role.name.clone()}</td>
+                                        <td class="px-3 py-2" data-label=locale.t("roles-rules")>
+                                            <ul class="space-y-1 break-words text-xs">
                                                 {role.rules.iter().map(|r| view! { <li>{r.clone()}</li> }).collect_view()}
                                             </ul>
                                         </td>
-                                        <td class="px-3 py-2 text-xs" data-testid="holders">{role.holders.join(", ")}</td>
+                                        <td class="px-3 py-2 text-xs" data-label=locale.t("roles-holders") data-testid="holders">{role.holders.join(", ")}</td>
                                         <td class="px-3 py-2 text-right">{actions}</td>
                                     </tr>
                                 }

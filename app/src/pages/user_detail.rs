@@ -50,7 +50,7 @@ pub fn UserDetail() -> impl IntoView {
                     <p class="mt-1 text-sm">{locale.t_with("user-shown-password-body", &[("name", name.clone())])}</p>
                     <div class="mt-3 flex items-center gap-2">
                         <input class=INPUT_CLASS type="text" readonly value=password.clone() data-testid="shown-password" aria-label=locale.t("user-shown-password-title") />
-                        <CopyButton text=password label=locale.t("user-copy") />
+                        <CopyButton text=password label=locale.t("user-copy") id="shown-password" />
                     </div>
                 </section>
             })}

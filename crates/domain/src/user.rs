@@ -67,11 +67,6 @@ impl SignedInUser {
         self.roles.contains(BuiltinRole::Admin.as_str())
     }
 
-    /// Operators and admins manage pools and see every claim.
-    pub fn is_operator(&self) -> bool {
-        self.roles.hold(BuiltinRole::Operator.as_str())
-    }
-
     /// The display name, or the user name when none was set.
     pub fn label(&self) -> &str {
         if self.display_name.is_empty() {

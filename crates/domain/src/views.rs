@@ -40,6 +40,10 @@ pub struct DashboardView {
     pub all_claims: Vec<ClaimRow>,
     /// Lifetimes offered when claiming, in seconds.
     pub ttl_choices: Vec<u32>,
+    /// The lifetime the claim forms start with: the one this browser claimed with last,
+    /// or the one a refused claim asked for. Set by the page's handler; live snapshots
+    /// leave it out (the page keeps what was chosen).
+    pub ttl_chosen: Option<u32>,
 }
 
 /// A VirtualMachinePool as the dashboard shows it.

@@ -101,6 +101,7 @@ impl Console {
             claims: own,
             all_claims: everyone,
             ttl_choices: self.settings.claim_ttl_choices.clone(),
+            ttl_chosen: None,
         })
     }
 

@@ -108,6 +108,21 @@ impl Console {
         })
     }
 
+    /// Whether the Pools page has something for the principal: Kubernetes lets them list
+    /// pools in every namespace, as the page does (a SelfSubjectAccessReview; SPEC §5,
+    /// the UI hides what the person cannot do). `false` without a cluster, and in doubt.
+    pub async fn may_see_pools(&self, who: &Principal) -> bool {
+        let Ok(client) = self.client(who).await else {
+            return false;
+        };
+        may(&client, "virtualmachinepools", "list", None)
+            .await
+            .unwrap_or_else(|error| {
+                tracing::warn!(%error, "cannot ask Kubernetes whether the person may list pools");
+                false
+            })
+    }
+
     /// Creates or changes a pool by server-side apply as the principal; returns its name.
     /// Audited `pool.save`.
     ///
