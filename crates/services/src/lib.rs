@@ -28,7 +28,7 @@ use cluster::Impersonation;
 
 pub use claims::CreateClaim;
 pub use error::{Decider, ServiceError};
-pub use pools::SavePool;
+pub use pools::{NAVIGATION_TIMEOUT, SavePool};
 pub use principal::{Authenticator, IdentitySource, Principal};
 pub use roles::{CUSTOM_ROLE_RESOURCES, CUSTOM_ROLE_VERBS, SaveRole};
 

@@ -9,6 +9,11 @@ use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
 use crate::claims::check_object_path;
+
+/// How long a page's header waits to learn whether to show the Pools link: it is
+/// navigation, so a slow or unreachable cluster hides the link rather than holding every
+/// page (the Users or My account page needs no cluster at all).
+pub const NAVIGATION_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
 use crate::{Console, Principal, Result, ServiceError};
 
 /// The field manager of the console's server-side applies.
@@ -110,17 +115,29 @@ impl Console {
 
     /// Whether the Pools page has something for the principal: Kubernetes lets them list
     /// pools in every namespace, as the page does (a SelfSubjectAccessReview; SPEC §5,
-    /// the UI hides what the person cannot do). `false` without a cluster, and in doubt.
+    /// the UI hides what the person cannot do). `false` without a cluster, and in doubt,
+    /// including when Kubernetes has not answered within [`NAVIGATION_TIMEOUT`].
     pub async fn may_see_pools(&self, who: &Principal) -> bool {
-        let Ok(client) = self.client(who).await else {
-            return false;
+        // The client too: a person the cluster does not know yet is made impersonable first.
+        let review = async {
+            let client = self.client(who).await.ok()?;
+            may(&client, "virtualmachinepools", "list", None)
+                .await
+                .inspect_err(|error| {
+                    tracing::warn!(%error, "cannot ask Kubernetes whether the person may list pools");
+                })
+                .ok()
         };
-        may(&client, "virtualmachinepools", "list", None)
-            .await
-            .unwrap_or_else(|error| {
-                tracing::warn!(%error, "cannot ask Kubernetes whether the person may list pools");
+        match tokio::time::timeout(NAVIGATION_TIMEOUT, review).await {
+            Ok(answer) => answer.unwrap_or(false),
+            Err(_) => {
+                tracing::warn!(
+                    timeout_ms = NAVIGATION_TIMEOUT.as_millis(),
+                    "Kubernetes did not say in time whether the person may list pools: no Pools link"
+                );
                 false
-            })
+            }
+        }
     }
 
     /// Creates or changes a pool by server-side apply as the principal; returns its name.

@@ -701,3 +701,42 @@ async fn what_can_i_do_is_kubernetes_answer_and_empty_without_a_cluster() {
     assert_eq!(setup.audited("claim.create").await[0].result, "no-cluster");
     setup.emulator.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_that_does_not_answer_hides_the_pools_link_without_holding_the_page() {
+    let setup = Setup::start().await;
+    let alice = setup.person("alice", &["operator"]).await;
+    assert!(
+        setup.console.may_see_pools(&alice).await,
+        "an operator lists pools"
+    );
+
+    // A cluster that takes connections and never answers them.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    let config = kube::Config::new(url.parse().unwrap());
+    let console = Console::new(
+        setup.accounts.clone(),
+        Some(Arc::new(Impersonation::new(config))),
+        Settings {
+            issuer: ISSUER.into(),
+            claim_ttl_choices: vec![900],
+        },
+    );
+    let started = std::time::Instant::now();
+    let shown = tokio::time::timeout(
+        services::NAVIGATION_TIMEOUT * 4,
+        console.may_see_pools(&alice),
+    )
+    .await
+    .expect("the header does not wait on the cluster");
+    assert!(!shown);
+    assert!(started.elapsed() >= services::NAVIGATION_TIMEOUT);
+    held.abort();
+}
