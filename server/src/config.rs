@@ -898,6 +898,9 @@ mod tests {
             MIIBdzCCAR2gAwIBAgIUEXAMPLEEXAMPLEEXAMPLEEXAMPLEwCgYIKoZIzj0EAwIw\n\
             -----END CERTIFICATE-----\n";
         let problem = check_certificates(placeholder).unwrap_err();
+        assert!(problem.starts_with("its PEM cannot be read"), "{problem}");
+        let not_a_certificate = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        let problem = check_certificates(not_a_certificate).unwrap_err();
         assert!(
             problem.starts_with("it holds a certificate that cannot be parsed"),
             "{problem}"
