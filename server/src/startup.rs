@@ -190,7 +190,13 @@ pub async fn serve_on(
         .map(|listener| tokio::spawn(serve_metrics(listener, metrics, stopping.clone())));
     if console.has_cluster() {
         // The users the console may impersonate follow its database.
-        tokio::spawn(keep_impersonable_users(console.clone(), stopping.clone()));
+        let stopped = stopping.clone();
+        let console = console.clone();
+        tokio::spawn(async move {
+            console
+                .keep_impersonable_users(stopped.cancelled_owned())
+                .await
+        });
     }
     let state = AppState {
         console,
@@ -359,25 +365,6 @@ async fn maintain_issuer(issuer: Arc<Issuer>) {
         }
         if let Err(error) = issuer.accounts().prune_sign_in_backoff(now).await {
             tracing::error!(%error, "pruning the sign-in back-off failed");
-        }
-    }
-}
-
-/// At start and every minute: makes the cluster let the console impersonate exactly the
-/// users in its database (every replica reads the same table, so they agree); the admin
-/// pages and the use cases update it sooner when a user is made or deleted, or first
-/// acted for.
-/// Until `stopping` is cancelled.
-async fn keep_impersonable_users(
-    console: Arc<services::Console>,
-    stopping: tokio_util::sync::CancellationToken,
-) {
-    let mut tick = tokio::time::interval(Duration::from_secs(60));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = stopping.cancelled() => return,
-            _ = tick.tick() => console.update_impersonable_users().await,
         }
     }
 }

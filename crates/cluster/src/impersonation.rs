@@ -67,6 +67,9 @@ pub struct Impersonation {
     /// saw them ([`Impersonation::update_impersonable_users`],
     /// [`Impersonation::follow_impersonable`]).
     users: RwLock<KnownUsers>,
+    /// Woken whenever the watch sees [`crate::impersonable::USERS_ROLE`] change, whoever
+    /// wrote it ([`Impersonation::users_list_changed`]).
+    users_changed: tokio::sync::Notify,
 }
 
 /// The users the cluster lets the console impersonate, and when updating them last failed.
@@ -92,6 +95,7 @@ impl Impersonation {
                 named: Some(BTreeSet::new()),
                 failed_at: None,
             }),
+            users_changed: tokio::sync::Notify::new(),
         }
     }
 
@@ -237,6 +241,15 @@ impl Impersonation {
         Ok(())
     }
 
+    /// Completes at the next change the watch sees to the list of users the console may
+    /// impersonate (made, changed or deleted, whoever wrote it: a `helm rollback` or
+    /// `upgrade` rendering an older list, another replica, a person with `kubectl`), or
+    /// at once when one was seen since the last call. The server then writes the list its
+    /// database gives again, instead of waiting for its next minute.
+    pub async fn users_list_changed(&self) {
+        self.users_changed.notified().await;
+    }
+
     /// Records which users the cluster lets the console impersonate (`None`: any).
     fn set_impersonable_users(&self, named: Option<BTreeSet<String>>) {
         *self.users.write().unwrap_or_else(|p| p.into_inner()) = KnownUsers {
@@ -281,6 +294,7 @@ impl Impersonation {
                 Some(BTreeSet::new()),
                 crate::impersonable::impersonable_users_in,
             ));
+            self.users_changed.notify_one();
         });
         futures::future::join(groups, users).await;
         std::future::pending().await

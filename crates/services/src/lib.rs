@@ -115,9 +115,32 @@ impl Console {
             .map_err(ServiceError::unavailable)
     }
 
+    /// At once, every minute and whenever the list changed in the cluster
+    /// ([`Impersonation::users_list_changed`]: a `helm rollback` renders its revision's
+    /// list, someone edits it): [`Console::update_impersonable_users`]. Every replica
+    /// reads the same table, so they agree; the console's own write wakes it once more, to
+    /// find nothing to change. Until `stop` completes; at once without a cluster.
+    pub async fn keep_impersonable_users(&self, stop: impl std::future::Future<Output = ()>) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut stop = std::pin::pin!(stop);
+        loop {
+            tokio::select! {
+                () = &mut stop => return,
+                _ = tick.tick() => {}
+                () = cluster.users_list_changed() => {}
+            }
+            self.update_impersonable_users().await;
+        }
+    }
+
     /// Makes the cluster let the console impersonate exactly the users now in its
     /// database (`console:<name>` each, [`cluster::impersonable::reconcile_users`]): the
-    /// server runs it at start, every minute and after it makes or deletes a user. A
+    /// server runs it through [`Console::keep_impersonable_users`], and after it makes or
+    /// deletes a user. A
     /// failure is logged (the next run repairs it); without a cluster, nothing happens.
     pub async fn update_impersonable_users(&self) {
         let Some(cluster) = &self.cluster else {

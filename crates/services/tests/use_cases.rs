@@ -676,6 +676,69 @@ async fn a_new_user_is_acted_for_at_once_and_a_deleted_one_no_more() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_of_users_reset_in_the_cluster_is_written_again_at_once() {
+    let setup = Setup::start().await;
+    setup.person("dora", &["developer"]).await;
+    let access = Arc::new(Impersonation::new(
+        kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::from_yaml(&setup.emulator.kubeconfig_yaml()).unwrap(),
+            &Default::default(),
+        )
+        .await
+        .unwrap(),
+    ));
+    tokio::spawn(access.clone().follow_impersonable());
+    let console = Arc::new(Console::new(
+        setup.accounts.clone(),
+        Some(access),
+        Settings {
+            issuer: ISSUER.into(),
+            claim_ttl_choices: vec![900],
+        },
+    ));
+    let keeping = console.clone();
+    tokio::spawn(async move {
+        keeping
+            .keep_impersonable_users(std::future::pending())
+            .await
+    });
+    let listed = |want: &'static [&'static str]| {
+        let admin = setup.admin.clone();
+        async move {
+            let want: std::collections::BTreeSet<String> =
+                want.iter().map(|u| (*u).to_owned()).collect();
+            for _ in 0..100 {
+                if impersonable_users(&admin).await == want {
+                    return true;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            false
+        }
+    };
+    assert!(listed(&["console:dora"]).await, "written at start");
+
+    // What `helm rollback` does: the list of an older revision, without dora. The minute's
+    // pass is far off; the watch brings her back.
+    let roles = Api::<ClusterRole>::all(setup.admin.clone());
+    let mut role = roles.get(cluster::impersonable::USERS_ROLE).await.unwrap();
+    role.rules.as_mut().unwrap()[0].resource_names = Some(vec!["console:admin".into()]);
+    roles
+        .replace(
+            cluster::impersonable::USERS_ROLE,
+            &Default::default(),
+            &role,
+        )
+        .await
+        .unwrap();
+    assert!(
+        listed(&["console:dora"]).await,
+        "written again within 5 s, not at the next minute"
+    );
+    setup.emulator.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_can_i_do_is_kubernetes_answer_and_empty_without_a_cluster() {
     let setup = Setup::start().await;
     let viewer = setup.person("victor", &["viewer"]).await;
