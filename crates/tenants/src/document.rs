@@ -59,7 +59,7 @@ impl fmt::Display for Warning {
 }
 
 /// Where a tenant's JWK Set is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum JwksLocation {
     /// `oidc.jwksURL`, as given.
     Url(Url),
@@ -414,7 +414,7 @@ fn checked(label: &str, spec: ConsoleTenantSpec) -> Result<(Tenant, Vec<Warning>
 
 /// `raw` as a provider URL: https, or plain http to a loopback address only (a provider
 /// in the same host, as in tests), with no user, query or fragment.
-fn provider_url(raw: &str) -> Result<Url, String> {
+pub(crate) fn provider_url(raw: &str) -> Result<Url, String> {
     let url = Url::parse(raw).map_err(|e| format!("{raw:?} is not a URL: {e}"))?;
     if !url.username().is_empty() || url.password().is_some() {
         return Err(format!("{raw:?} holds a user name or password"));

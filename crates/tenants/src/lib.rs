@@ -8,12 +8,18 @@
 //!   the console's namespace) or a file;
 //! - [`registry`] holds the current set: strict at start (any fault stops the console),
 //!   lenient on refresh (a bad tenant is dropped, a failed read keeps the last set, until
-//!   the set is too old to trust).
+//!   the set is too old to trust);
+//! - [`jwks`] caches the providers' signing keys, one cache per JWK Set endpoint;
+//! - [`verify`] turns a tenant person's token into a [`TenantIdentity`], or says why not.
 
 pub mod document;
+pub mod jwks;
 pub mod registry;
 pub mod source;
+pub mod verify;
 
 pub use document::{DocumentError, JwksLocation, RawDocument, Tenant, TenantSet, Warning};
+pub use jwks::{JwksCache, JwksPolicy, KeyError};
 pub use registry::{LoadError, Refresh, Snapshot, Stale, TenantRegistry};
 pub use source::{ReadError, TenantSource};
+pub use verify::{TenantIdentity, TenantVerifier, VerifyError};

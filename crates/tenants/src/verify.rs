@@ -1,0 +1,347 @@
+//! A tenant person's token, verified into who they are (SPEC §7).
+//!
+//! The token's `iss` selects the candidate tenants (every tenant with that issuer,
+//! suspended ones included). The signature is checked once per JWK Set endpoint those
+//! candidates name ([`crate::jwks`]), with the token's `exp`, `nbf` and `iss`; then each
+//! candidate of a verifying endpoint checks its audience and whether its tenant claim
+//! equals its `tenantId`. Exactly one candidate must match, so one tenant's provider
+//! cannot mint for another that shares its issuer. A suspended tenant's people get
+//! [`VerifyError::Suspended`] (403); roles are the token's roles that the tenant allows,
+//! or its default role when none remain.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use banlieue_domain::RoleName;
+use jsonwebtoken::{Validation, decode, decode_header};
+use serde_json::{Map, Value};
+
+use crate::document::{JwksLocation, Tenant};
+use crate::jwks::{ALGORITHMS, JwksCache, KeyError};
+use crate::registry::{Snapshot, Stale, TenantRegistry};
+
+/// The most bytes of a subject or user name (as Kubernetes user names go, with room for
+/// the `oidc:<tenant>:` prefix).
+const MAX_NAME_BYTES: usize = 255;
+
+/// Who a verified tenant token names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantIdentity {
+    /// The tenant's id.
+    pub tenant: String,
+    /// The token's `sub`.
+    pub subject: String,
+    /// The tenant's username claim.
+    pub username: String,
+    /// `name`, when the token has one.
+    pub name: Option<String>,
+    /// `email`, when the token has one.
+    pub email: Option<String>,
+    /// The token's roles the tenant allows, or its default role.
+    pub roles: Vec<RoleName>,
+    /// Where the tenant's people may claim.
+    pub namespaces: Vec<String>,
+    /// The token's `exp`, in seconds since the Unix epoch.
+    pub expires_at: u64,
+}
+
+impl TenantIdentity {
+    /// The prefix the API server gives this tenant's identities (`oidc:<tenant>:`), as
+    /// the chart's AuthenticationConfiguration and the console's impersonation spell it.
+    pub fn prefix(tenant: &str) -> String {
+        format!("oidc:{tenant}:")
+    }
+
+    /// The Kubernetes user name: `oidc:<tenant>:<sub>`.
+    pub fn kubernetes_user(&self) -> String {
+        format!("{}{}", Self::prefix(&self.tenant), self.subject)
+    }
+}
+
+/// Why a token was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    /// Not a JWS compact serialization with a readable header and claims.
+    #[error("not a signed token: {0}")]
+    Malformed(String),
+    /// No tenant has the token's issuer.
+    #[error("no tenant has the issuer {issuer:?}")]
+    UnknownIssuer {
+        /// The token's `iss`.
+        issuer: String,
+    },
+    /// No key verifies it, or its provider's keys are unavailable.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// The signature, algorithm, `typ`, expiry, not-before time or issuer is wrong.
+    #[error("the token does not verify: {0}")]
+    Invalid(String),
+    /// It verifies, but not exactly one tenant of its issuer is named by its tenant claim
+    /// (with its audience).
+    #[error("the token names no tenant of {issuer:?} exactly ({reason})")]
+    NoTenant {
+        /// The token's `iss`.
+        issuer: String,
+        /// Which tenants were tried.
+        reason: String,
+    },
+    /// The tenant is suspended (`enabled: false`).
+    #[error("tenant {0} is suspended")]
+    Suspended(String),
+    /// The tenant set is too old to trust.
+    #[error(transparent)]
+    Stale(#[from] Stale),
+    /// A claim the tenant needs is missing or unusable.
+    #[error("the claim {claim} {reason}")]
+    Claim {
+        /// The claim's name.
+        claim: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl VerifyError {
+    /// The HTTP status a bearer-token caller gets: 403 for a suspended tenant, 503 when
+    /// the console cannot decide (a stale tenant set, a provider's keys unavailable),
+    /// else 401.
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::Suspended(_) => 403,
+            Self::Stale(_) | Self::Key(KeyError::Unavailable { .. }) => 503,
+            _ => 401,
+        }
+    }
+}
+
+/// Verifies tenant tokens against the registry's current tenants and their providers'
+/// keys.
+pub struct TenantVerifier {
+    registry: Arc<TenantRegistry>,
+    keys: JwksCache,
+    /// The read whose endpoints the cache was last pruned to.
+    pruned_for: Mutex<Option<Instant>>,
+}
+
+impl TenantVerifier {
+    /// A verifier of `registry`'s tenants, fetching keys into `keys`.
+    pub fn new(registry: Arc<TenantRegistry>, keys: JwksCache) -> Self {
+        Self {
+            registry,
+            keys,
+            pruned_for: Mutex::new(None),
+        }
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Arc<TenantRegistry> {
+        &self.registry
+    }
+
+    /// The key cache.
+    pub fn keys(&self) -> &JwksCache {
+        &self.keys
+    }
+
+    /// Who `token` names, at `now` (the registry's and the key cache's clock; the
+    /// token's times are checked against the system clock).
+    ///
+    /// Errors: [`VerifyError`]; [`VerifyError::status`] gives the HTTP status.
+    pub async fn verify(&self, token: &str, now: Instant) -> Result<TenantIdentity, VerifyError> {
+        let snapshot = self.registry.current(now)?;
+        self.prune(&snapshot);
+        let header = decode_header(token).map_err(|e| VerifyError::Malformed(e.to_string()))?;
+        if !ALGORITHMS.contains(&header.alg) {
+            return Err(VerifyError::Invalid(format!(
+                "the algorithm {:?} is not accepted",
+                header.alg
+            )));
+        }
+        if let Some(typ) = header
+            .typ
+            .as_deref()
+            .filter(|t| !t.eq_ignore_ascii_case("JWT"))
+        {
+            return Err(VerifyError::Invalid(format!(
+                "the type {typ:?} is not an ID token's (JWT)"
+            )));
+        }
+        let issuer = unverified_issuer(token)?;
+        let candidates: Vec<&Tenant> = snapshot
+            .tenants
+            .values()
+            .filter(|tenant| tenant.issuer == issuer)
+            .collect();
+        if candidates.is_empty() {
+            return Err(VerifyError::UnknownIssuer { issuer });
+        }
+        let mut endpoints: Vec<&JwksLocation> = Vec::new();
+        for tenant in &candidates {
+            if !endpoints.contains(&&tenant.jwks) {
+                endpoints.push(&tenant.jwks);
+            }
+        }
+        let mut matched: Vec<(&Tenant, Map<String, Value>)> = Vec::new();
+        let mut tried = Vec::new();
+        let mut failure = None;
+        for endpoint in endpoints {
+            let key = match self
+                .keys
+                .key(endpoint, header.kid.as_deref(), header.alg, now)
+                .await
+            {
+                Ok(key) => key,
+                Err(error) => {
+                    failure = Some(VerifyError::Key(error));
+                    continue;
+                }
+            };
+            let mut validation = Validation::new(header.alg);
+            validation.set_issuer(&[&issuer]);
+            validation.set_required_spec_claims(&["exp", "iss", "sub"]);
+            validation.validate_nbf = true;
+            // Each candidate checks its own audience below, on this one verification.
+            validation.validate_aud = false;
+            let claims = match decode::<Map<String, Value>>(token, &key, &validation) {
+                Ok(data) => data.claims,
+                Err(error) => {
+                    failure = Some(VerifyError::Invalid(error.to_string()));
+                    continue;
+                }
+            };
+            for tenant in candidates.iter().filter(|t| &t.jwks == endpoint) {
+                if !has_audience(&claims, tenant.audience.as_deref()) {
+                    tried.push(format!("{}: not its audience", tenant.id));
+                } else if claims.get(&tenant.tenant_claim).and_then(Value::as_str)
+                    != Some(tenant.id.as_str())
+                {
+                    tried.push(format!(
+                        "{}: {} is not {}",
+                        tenant.id, tenant.tenant_claim, tenant.id
+                    ));
+                } else {
+                    matched.push((tenant, claims.clone()));
+                }
+            }
+        }
+        let (tenant, claims) = match matched.len() {
+            1 => matched.remove(0),
+            0 if tried.is_empty() => {
+                return Err(failure.unwrap_or_else(|| {
+                    VerifyError::Invalid("no key of its issuer verifies it".into())
+                }));
+            }
+            0 => {
+                return Err(VerifyError::NoTenant {
+                    issuer,
+                    reason: tried.join("; "),
+                });
+            }
+            _ => {
+                let names: Vec<&str> = matched.iter().map(|(t, _)| t.id.as_str()).collect();
+                return Err(VerifyError::NoTenant {
+                    issuer,
+                    reason: format!("it names several: {}", names.join(", ")),
+                });
+            }
+        };
+        if !tenant.enabled {
+            return Err(VerifyError::Suspended(tenant.id.clone()));
+        }
+        identity(tenant, &claims)
+    }
+
+    /// Drops the key caches no current tenant names, once per read of the registry.
+    fn prune(&self, snapshot: &Snapshot) {
+        let mut pruned_for = self.pruned_for.lock().unwrap_or_else(|p| p.into_inner());
+        if *pruned_for != Some(snapshot.read_at) {
+            self.keys
+                .retain(snapshot.tenants.values().map(|tenant| &tenant.jwks));
+            *pruned_for = Some(snapshot.read_at);
+        }
+    }
+}
+
+/// The `iss` of `token`, read before anything is verified (to choose the keys).
+fn unverified_issuer(token: &str) -> Result<String, VerifyError> {
+    #[derive(serde::Deserialize)]
+    struct Issuer {
+        iss: Option<String>,
+    }
+    let claims: Issuer = jsonwebtoken::dangerous::insecure_decode_claims(token)
+        .map_err(|e| VerifyError::Malformed(e.to_string()))?;
+    claims.iss.ok_or_else(|| VerifyError::Claim {
+        claim: "iss".into(),
+        reason: "is missing".into(),
+    })
+}
+
+/// Whether `claims`' `aud` (a string or a list) holds `audience`; any when `None`.
+fn has_audience(claims: &Map<String, Value>, audience: Option<&str>) -> bool {
+    let Some(audience) = audience else {
+        return true;
+    };
+    match claims.get("aud") {
+        Some(Value::String(aud)) => aud == audience,
+        Some(Value::Array(auds)) => auds.iter().any(|aud| aud.as_str() == Some(audience)),
+        _ => false,
+    }
+}
+
+/// The identity `claims` give in `tenant`.
+fn identity(tenant: &Tenant, claims: &Map<String, Value>) -> Result<TenantIdentity, VerifyError> {
+    let name_claim = |claim: &str| -> Result<String, VerifyError> {
+        let refuse = |reason: &str| VerifyError::Claim {
+            claim: claim.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let value = claims
+            .get(claim)
+            .ok_or_else(|| refuse("is missing"))?
+            .as_str()
+            .ok_or_else(|| refuse("is not a string"))?;
+        if value.is_empty() || value.len() > MAX_NAME_BYTES {
+            return Err(refuse("must be 1-255 bytes"));
+        }
+        if value.chars().any(char::is_control) {
+            return Err(refuse("holds control characters"));
+        }
+        Ok(value.to_owned())
+    };
+    let subject = name_claim("sub")?;
+    let username = name_claim(&tenant.username_claim)?;
+    let token_roles: Vec<&str> = match claims.get(&tenant.roles_claim) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(role)) => vec![role.as_str()],
+        Some(Value::Array(roles)) => roles.iter().filter_map(Value::as_str).collect(),
+        Some(_) => {
+            return Err(VerifyError::Claim {
+                claim: tenant.roles_claim.clone(),
+                reason: "is neither a string nor a list of strings".into(),
+            });
+        }
+    };
+    let mut roles: Vec<RoleName> = tenant
+        .allowed_roles
+        .iter()
+        .filter(|role| token_roles.contains(&role.as_str()))
+        .cloned()
+        .collect();
+    if roles.is_empty() {
+        roles.push(tenant.default_role.clone());
+    }
+    let text = |claim: &str| claims.get(claim).and_then(Value::as_str).map(str::to_owned);
+    Ok(TenantIdentity {
+        tenant: tenant.id.clone(),
+        subject,
+        username,
+        name: text("name"),
+        email: text("email"),
+        roles,
+        namespaces: tenant.namespaces.clone(),
+        expires_at: claims
+            .get("exp")
+            .and_then(Value::as_u64)
+            .unwrap_or_default(),
+    })
+}
