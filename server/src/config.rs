@@ -259,6 +259,33 @@ pub struct Settings {
     /// The PEM private key of --tls-cert-file. Reloaded when the file changes.
     #[arg(long, global = true, env = "BANLIEUE_TLS_KEY_FILE")]
     pub tls_key_file: Option<std::path::PathBuf>,
+    /// Where the tenants (ConsoleTenant documents, SPEC §7) come from: `none`,
+    /// `kubernetes` (the ConsoleTenants of the console's namespace) or `file`
+    /// (--tenants-file).
+    #[arg(long, global = true, env = "BANLIEUE_TENANTS_SOURCE", value_enum, default_value_t = TenantsSourceKind::None)]
+    pub tenants_source: TenantsSourceKind,
+    /// With --tenants-source file: a YAML or JSON stream of ConsoleTenant documents, or a
+    /// `kubectl get -o yaml` List of them.
+    #[arg(long, global = true, env = "BANLIEUE_TENANTS_FILE")]
+    pub tenants_file: Option<std::path::PathBuf>,
+    /// How often the tenants are read again, in seconds (5–3600) [default: 30].
+    #[arg(long, global = true, env = "BANLIEUE_TENANTS_REFRESH")]
+    pub tenants_refresh: Option<u64>,
+    /// PEM file of CA certificates trusted, beside the system's, for the tenants' identity
+    /// providers (discovery and JWK Sets behind a private CA).
+    #[arg(long, global = true, env = "BANLIEUE_TENANTS_CA_FILE")]
+    pub tenants_ca_file: Option<std::path::PathBuf>,
+}
+
+/// The values of --tenants-source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TenantsSourceKind {
+    /// No tenants: only the console's own users sign in.
+    None,
+    /// The ConsoleTenants of the console's namespace, through the API server.
+    Kubernetes,
+    /// --tenants-file.
+    File,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -306,6 +333,28 @@ pub struct Config {
     /// HTTPS on the listener with this certificate and key (checked to load at
     /// validation), else plain HTTP.
     pub tls: Option<crate::tls::TlsFiles>,
+    /// The tenants, when a source is configured.
+    pub tenants: Option<TenantsConfig>,
+}
+
+/// Where the tenants come from and how they are read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantsConfig {
+    /// The source.
+    pub source: TenantsSource,
+    /// How often they are read again.
+    pub refresh: Duration,
+    /// Extra CA certificates for the providers (PEM, read and checked at validation).
+    pub ca_pem: Option<String>,
+}
+
+/// A validated --tenants-source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TenantsSource {
+    /// The ConsoleTenants of the console's namespace.
+    Kubernetes,
+    /// This file.
+    File(std::path::PathBuf),
 }
 
 /// The key-encryption key files (current, and previous while rotating).
@@ -399,6 +448,24 @@ pub enum ConfigError {
     },
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    #[error(
+        "{setting} is set but BANLIEUE_TENANTS_SOURCE / --tenants-source is {chosen}, which does not use it{hint}"
+    )]
+    TenantsSettingUnused {
+        setting: &'static str,
+        chosen: &'static str,
+        hint: &'static str,
+    },
+    #[error(
+        "BANLIEUE_TENANTS_SOURCE / --tenants-source is file but BANLIEUE_TENANTS_FILE / --tenants-file is not set: name the file of ConsoleTenant documents"
+    )]
+    TenantsFileMissing,
+    #[error(
+        "BANLIEUE_TENANTS_SOURCE / --tenants-source is kubernetes but the console has no cluster: set BANLIEUE_KUBECONFIG (or run in a pod), or use --tenants-source file"
+    )]
+    TenantsWithoutCluster,
+    #[error("BANLIEUE_TENANTS_CA_FILE / --tenants-ca-file: cannot read {path}: {problem}")]
+    TenantsCaFile { path: String, problem: String },
     #[error(
         "BANLIEUE_KEY_ENCRYPTION_KEY_FILE / --key-encryption-key-file is required with PostgreSQL: the file holds the key that seals the signing keys in the database (make one with `head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE`; in Kubernetes, a Secret mounted as a file)"
     )]
@@ -507,8 +574,9 @@ impl Settings {
             ),
             ..KeyPolicy::default()
         };
+        let kube = self.kube_source()?;
         Ok(Config {
-            kube: self.kube_source()?,
+            kube: kube.clone(),
             namespace: self.namespace.clone(),
             run_controllers: self.run_controllers,
             claim_ttl_choices: self.claim_ttl_choices()?,
@@ -527,11 +595,93 @@ impl Settings {
             external_url,
             log_format: self.log_format,
             tls,
+            tenants: self.tenants(&kube)?,
         })
     }
 }
 
 impl Settings {
+    /// The tenants' source, refresh and CA. A setting the source does not use is refused
+    /// (a file named while the source is kubernetes would be silently ignored), and the
+    /// CA file must hold certificates.
+    fn tenants(&self, kube: &KubeSource) -> Result<Option<TenantsConfig>, ConfigError> {
+        const FILE: &str = "BANLIEUE_TENANTS_FILE / --tenants-file";
+        let unused = |setting, chosen, hint| ConfigError::TenantsSettingUnused {
+            setting,
+            chosen,
+            hint,
+        };
+        let source = match self.tenants_source {
+            TenantsSourceKind::None => {
+                let given = [
+                    (self.tenants_file.is_some(), FILE),
+                    (
+                        self.tenants_refresh.is_some(),
+                        "BANLIEUE_TENANTS_REFRESH / --tenants-refresh",
+                    ),
+                    (
+                        self.tenants_ca_file.is_some(),
+                        "BANLIEUE_TENANTS_CA_FILE / --tenants-ca-file",
+                    ),
+                ];
+                return match given.iter().find(|(set, _)| *set) {
+                    Some((_, setting)) => Err(unused(
+                        setting,
+                        "none",
+                        " (the default): set it to kubernetes or file",
+                    )),
+                    None => Ok(None),
+                };
+            }
+            TenantsSourceKind::Kubernetes => {
+                if self.tenants_file.is_some() {
+                    return Err(unused(
+                        FILE,
+                        "kubernetes",
+                        ": the ConsoleTenants of the console's namespace are read instead",
+                    ));
+                }
+                if *kube == KubeSource::None {
+                    return Err(ConfigError::TenantsWithoutCluster);
+                }
+                TenantsSource::Kubernetes
+            }
+            TenantsSourceKind::File => TenantsSource::File(
+                self.tenants_file
+                    .clone()
+                    .ok_or(ConfigError::TenantsFileMissing)?,
+            ),
+        };
+        let seconds = self
+            .tenants_refresh
+            .unwrap_or(tenants::registry::DEFAULT_REFRESH.as_secs());
+        if !(5..=3600).contains(&seconds) {
+            return Err(ConfigError::OutOfRange {
+                variable: "BANLIEUE_TENANTS_REFRESH",
+                value: seconds,
+                range: "5–3600 seconds",
+            });
+        }
+        let ca_pem = self
+            .tenants_ca_file
+            .as_ref()
+            .map(|path| {
+                let problem = |problem: String| ConfigError::TenantsCaFile {
+                    path: path.display().to_string(),
+                    problem,
+                };
+                let pem = std::fs::read_to_string(path).map_err(|e| problem(e.to_string()))?;
+                check_certificates(&pem).map_err(problem)?;
+                Ok::<_, ConfigError>(pem)
+            })
+            .transpose()?;
+        Ok(Some(TenantsConfig {
+            source,
+            refresh: Duration::from_secs(seconds),
+            ca_pem,
+        }))
+    }
+
     /// Both TLS files or neither; a given pair must load (PEM, the key matching the
     /// certificate), so that `check-config` and start-up refuse what `serve` could not use.
     fn tls(&self) -> Result<Option<crate::tls::TlsFiles>, ConfigError> {
@@ -727,6 +877,10 @@ mod tests {
             trusted_proxies: Vec::new(),
             tls_cert_file: None,
             tls_key_file: None,
+            tenants_source: TenantsSourceKind::None,
+            tenants_file: None,
+            tenants_refresh: None,
+            tenants_ca_file: None,
         }
     }
 

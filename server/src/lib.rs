@@ -5,6 +5,7 @@
 
 mod account;
 mod admin;
+mod api;
 mod claims;
 pub mod config;
 #[cfg(feature = "dev-cluster")]

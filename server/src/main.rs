@@ -48,8 +48,26 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 None => "HTTP".to_owned(),
                 Some(tls) => format!("HTTPS with {}", tls.cert_file.display()),
             };
+            let tenants = match &config.tenants {
+                None => "no tenants".to_owned(),
+                Some(settings) => {
+                    let kube = match &config.kube {
+                        server::config::KubeSource::Kubeconfig(path) => {
+                            Some(cluster::Impersonation::from_kubeconfig(path.as_deref()).await?)
+                        }
+                        _ => None,
+                    };
+                    // Strict, as at start: a refused document fails the check.
+                    let registry = startup::load_tenants(&config, settings, kube.as_ref()).await?;
+                    format!(
+                        "{} tenants from {}",
+                        registry.snapshot().tenants.len(),
+                        registry.source().describe()
+                    )
+                }
+            };
             println!(
-                "configuration is valid: listening on {} ({served}), external URL {}, {sealing}, {database}",
+                "configuration is valid: listening on {} ({served}), external URL {}, {sealing}, {database}, {tenants}",
                 config.listen, config.external_url
             );
             Ok(())

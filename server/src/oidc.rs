@@ -295,20 +295,13 @@ fn accepts_html(request: &Request) -> bool {
 
 /// The token of an `Authorization: Bearer <token>` header; the scheme's case does not
 /// matter (RFC 7235 §2.1).
-fn bearer_token(authorization: &str) -> Option<&str> {
+pub(crate) fn bearer_token(authorization: &str) -> Option<&str> {
     let (scheme, token) = authorization.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// `401` asking for a bearer token (RFC 6750 §3), with the error when one was refused.
 fn bearer_challenge(error: Option<(&str, &str)>) -> Response {
-    let challenge = match error {
-        None => "Bearer realm=\"banlieue-console\"".to_owned(),
-        Some((code, description)) => format!(
-            "Bearer realm=\"banlieue-console\", error=\"{code}\", error_description=\"{}\"",
-            description.replace(['"', '\\'], "'")
-        ),
-    };
     let body = match error {
         None => "sign in first: `banlieue auth kubeconfig --issuer <this console>` does".to_owned(),
         Some((_, description)) => description.to_owned(),
@@ -319,12 +312,25 @@ fn bearer_challenge(error: Option<(&str, &str)>) -> Response {
         body,
     )
         .into_response();
-    if let Ok(value) = HeaderValue::from_str(&challenge) {
+    if let Some(value) = bearer_challenge_header(error) {
         response
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, value);
     }
     response
+}
+
+/// The RFC 6750 §3 `WWW-Authenticate` value: the realm, and the error code and its
+/// description (quotes and backslashes replaced) when a token was refused.
+pub(crate) fn bearer_challenge_header(error: Option<(&str, &str)>) -> Option<HeaderValue> {
+    let challenge = match error {
+        None => "Bearer realm=\"banlieue-console\"".to_owned(),
+        Some((code, description)) => format!(
+            "Bearer realm=\"banlieue-console\", error=\"{code}\", error_description=\"{}\"",
+            description.replace(['"', '\\'], "'")
+        ),
+    };
+    HeaderValue::from_str(&challenge).ok()
 }
 
 async fn render(

@@ -29,6 +29,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// Shared: the state is cloned for every request by each layer that takes it.
     pub leptos: Arc<LeptosOptions>,
+    /// The tenants' token verifier, when tenants are configured.
+    pub tenants: Option<Arc<tenants::TenantVerifier>>,
     /// Cancelled when the console begins to shut down: long-lived responses (the live
     /// event streams) end then, so the graceful shutdown does not wait on open pages.
     pub stopping: tokio_util::sync::CancellationToken,
@@ -64,7 +66,7 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
             admin::user_action(app, name, action, request)
         }
     };
-    Router::new()
+    let pages = Router::new()
         .route(paths::DASHBOARD, get(claims::dashboard_page))
         .route(paths::CLAIMS, post(claims::create_claim))
         .route(
@@ -143,7 +145,11 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
         // Inside the session layer: a refused cross-site request is audited as the
         // person whose session it carried.
         .layer(from_fn_with_state(state.clone(), middleware::same_origin))
-        .layer(session::layer(sessions, state.config.https))
+        .layer(session::layer(sessions, state.config.https));
+    // The API beside the pages, not inside their layers: bearer tokens, never a session.
+    Router::new()
+        .nest(crate::api::PREFIX, crate::api::router())
+        .merge(pages)
         .layer(from_fn_with_state(
             state.clone(),
             middleware::client_address_layer,

@@ -155,6 +155,7 @@ pub async fn serve_on(
         tokio::spawn(checkpoint_database(store.clone()));
     }
     let (kube, dev_cluster) = open_cluster(&mut config).await?;
+    let tenants = open_tenants(&config, kube.as_deref()).await?;
     if let Some(access) = &kube {
         // Only groups the cluster lets the console impersonate are sent; users it lacks are added.
         tokio::spawn(access.clone().follow_impersonable());
@@ -204,6 +205,7 @@ pub async fn serve_on(
         issuer,
         config: Arc::new(config),
         leptos: Arc::new(leptos),
+        tenants,
         stopping: stopping.clone(),
     };
     let app = router(state, sessions);
@@ -470,6 +472,66 @@ pub async fn open_cluster(
             Ok((Some(dev.access.clone()), Some(dev)))
         }
     }
+}
+
+/// The tenants' verifier, when a source is configured: the registry read strictly (any
+/// refused document stops the start, naming its document and field), each warning
+/// logged, then refreshed every interval for the life of the process.
+///
+/// Errors: the source cannot be read or holds a refused document; the providers' CA
+/// certificates cannot be used.
+pub async fn open_tenants(
+    config: &Config,
+    kube: Option<&Impersonation>,
+) -> anyhow::Result<Option<Arc<tenants::TenantVerifier>>> {
+    let Some(settings) = &config.tenants else {
+        return Ok(None);
+    };
+    let registry = load_tenants(config, settings, kube).await?;
+    let registry = Arc::new(registry);
+    registry.clone().spawn_refresh();
+    let keys = tenants::JwksCache::trusting(
+        tenants::JwksPolicy::default(),
+        settings.ca_pem.as_deref().unwrap_or_default().as_bytes(),
+    )
+    .context("BANLIEUE_TENANTS_CA_FILE: the providers' HTTP client")?;
+    Ok(Some(Arc::new(tenants::TenantVerifier::new(registry, keys))))
+}
+
+/// The tenant registry of `settings`, read once, strictly, with its warnings logged (what
+/// `serve` and `check-config` both do).
+///
+/// Errors: as [`tenants::TenantRegistry::load`]; a Kubernetes source without a cluster.
+pub async fn load_tenants(
+    config: &Config,
+    settings: &crate::config::TenantsConfig,
+    kube: Option<&Impersonation>,
+) -> anyhow::Result<tenants::TenantRegistry> {
+    let source = match &settings.source {
+        crate::config::TenantsSource::File(path) => {
+            tenants::TenantSource::File { path: path.clone() }
+        }
+        crate::config::TenantsSource::Kubernetes => tenants::TenantSource::Kubernetes {
+            client: kube
+                .context("BANLIEUE_TENANTS_SOURCE=kubernetes needs the console's cluster")?
+                .console_client()?,
+            namespace: config.namespace.clone(),
+        },
+    };
+    let described = source.describe();
+    let (registry, warnings) =
+        tenants::TenantRegistry::load(source, settings.refresh, std::time::Instant::now())
+            .await
+            .with_context(|| format!("BANLIEUE_TENANTS_SOURCE: {described}"))?;
+    for warning in &warnings {
+        tracing::warn!(%warning, "tenant");
+    }
+    tracing::info!(
+        source = %described,
+        tenants = registry.snapshot().tenants.len(),
+        "tenants read"
+    );
+    Ok(registry)
 }
 
 /// Runs the controllers in this process until `shutdown`, logging (not failing the

@@ -161,7 +161,7 @@ fn configuration_errors_are_actionable() {
     );
     let current = console(dir.path()).arg("check-config").output().unwrap();
     let said = String::from_utf8_lossy(&current.stdout);
-    assert!(said.ends_with("database reachable\n"), "{said}");
+    assert!(said.ends_with("database reachable, no tenants\n"), "{said}");
     // The issuer's first start makes the key that seals the signing keys, beside the
     // database, for the console alone; the keys in the database are sealed with it.
     let resealed = console(dir.path())
@@ -206,6 +206,89 @@ fn configuration_errors_are_actionable() {
         !refused.status.success()
             && message.contains("does not open with the configured key-encryption keys"),
         "{message}"
+    );
+}
+
+#[test]
+fn the_tenants_are_checked_strictly_by_check_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |env: &[(&str, &str)]| {
+        let output = console(dir.path())
+            .envs(env.iter().copied())
+            .arg("check-config")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.success(), text)
+    };
+    let file = dir.path().join("tenants.yaml");
+    let file_text = file.to_str().unwrap();
+    let refused = |env: &[(&str, &str)], needle: &str| {
+        let (ok, text) = check(env);
+        assert!(!ok && text.contains(needle), "{env:?}: {text}");
+    };
+    // Settings the chosen source does not use, and what a source needs.
+    refused(
+        &[("BANLIEUE_TENANTS_FILE", file_text)],
+        "which does not use it",
+    );
+    refused(
+        &[("BANLIEUE_TENANTS_SOURCE", "file")],
+        "BANLIEUE_TENANTS_FILE / --tenants-file is not set",
+    );
+    refused(
+        &[
+            ("BANLIEUE_TENANTS_SOURCE", "kubernetes"),
+            ("BANLIEUE_TENANTS_FILE", file_text),
+        ],
+        "kubernetes, which does not use it",
+    );
+    refused(
+        &[("BANLIEUE_TENANTS_SOURCE", "kubernetes")],
+        "the console has no cluster",
+    );
+    let source = [
+        ("BANLIEUE_TENANTS_SOURCE", "file"),
+        ("BANLIEUE_TENANTS_FILE", file_text),
+    ];
+    refused(&source, "cannot read the tenants file");
+    let document = |extra: &str| {
+        format!(
+            "apiVersion: console.banlieue.io/v1alpha1\nkind: ConsoleTenant\nmetadata:\n  name: acme\n\
+             spec:\n  tenantId: acme\n  oidc:\n    issuer: https://idp.acme.example\n{extra}\
+             \n    tenantClaim: tenant\n    usernameClaim: sub\n    rolesClaim: roles\n\
+             \n  defaultRole: viewer\n  allowedRoles: [viewer]\n  namespaces: [acme]\n"
+        )
+    };
+    std::fs::write(
+        &file,
+        document("    jwksUrl: https://idp.acme.example/keys"),
+    )
+    .unwrap();
+    refused(&source, "spec.oidc.jwksUrl: unknown field");
+    std::fs::write(&file, document("    audience: banlieue-console")).unwrap();
+    let mut with_refresh = source.to_vec();
+    with_refresh.push(("BANLIEUE_TENANTS_REFRESH", "1"));
+    refused(
+        &with_refresh,
+        "BANLIEUE_TENANTS_REFRESH: 1 is outside 5–3600 seconds",
+    );
+
+    let (ok, text) = check(&source);
+    assert!(
+        ok && text.contains("1 tenants from the tenants file"),
+        "{text}"
+    );
+    // No audience: accepted, with a warning naming the tenant.
+    std::fs::write(&file, document("")).unwrap();
+    let (ok, text) = check(&source);
+    assert!(
+        ok && text.contains("tenant acme has no oidc.audience"),
+        "{text}"
     );
 }
 

@@ -969,6 +969,107 @@ async fn a_console_bearer_token_is_judged_at_the_callers_instant_for_every_check
     );
 }
 
+fn whoami(authorization: Option<&str>, cookie: Option<&str>) -> Request<Body> {
+    let mut request = Request::get("/api/v1/whoami");
+    if let Some(value) = authorization {
+        request = request.header(header::AUTHORIZATION, value);
+    }
+    if let Some(value) = cookie {
+        request = request.header(header::COOKIE, value);
+    }
+    request.body(Body::empty()).unwrap()
+}
+
+#[tokio::test]
+async fn the_json_api_takes_bearer_tokens_only_and_answers_problems() {
+    let fx = Fixture::new().await;
+    let problem = |response: &support::TestResponse, status: StatusCode| -> Value {
+        assert_eq!(response.status, status, "{}", response.body);
+        assert_eq!(
+            response.header("content-type").as_deref(),
+            Some("application/problem+json")
+        );
+        let body: Value = serde_json::from_str(&response.body).unwrap();
+        assert_eq!(body["status"], status.as_u16());
+        assert_eq!(body["title"], status.canonical_reason().unwrap());
+        body
+    };
+    // No token; a signed-in browser's cookie is not a credential here.
+    for response in [
+        fx.app.send(whoami(None, None)).await,
+        fx.app.send(whoami(None, Some(&fx.cookie))).await,
+    ] {
+        problem(&response, StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            response.header("www-authenticate").as_deref(),
+            Some("Bearer realm=\"banlieue-console\"")
+        );
+    }
+    let garbage = fx.app.send(whoami(Some("Bearer not.a.token"), None)).await;
+    problem(&garbage, StatusCode::UNAUTHORIZED);
+    assert!(
+        garbage
+            .header("www-authenticate")
+            .unwrap()
+            .contains("error=\"invalid_token\"")
+    );
+
+    let token = {
+        let code = fx
+            .code(&authorize_params(&[("audience", Some("banlieue-console"))]))
+            .await;
+        let (_, body) = fx.exchange(&code, Some(VERIFIER)).await;
+        body["id_token"].as_str().unwrap().to_owned()
+    };
+    let me = fx
+        .app
+        .send(whoami(Some(&format!("Bearer {token}")), None))
+        .await;
+    assert_eq!(me.status, StatusCode::OK, "{}", me.body);
+    let me: Value = serde_json::from_str(&me.body).unwrap();
+    assert_eq!(
+        me,
+        serde_json::json!({
+            "source": "console", "username": "alice", "roles": ["developer"],
+            "kubernetesUser": "console:alice",
+            "kubernetesGroups": ["console:developer", "system:authenticated"],
+        })
+    );
+    // A token for kubectl (audience kubernetes) is not one for the console.
+    let kubectl = fx.tokens().await["id_token"].as_str().unwrap().to_owned();
+    let refused = fx
+        .app
+        .send(whoami(Some(&format!("Bearer {kubectl}")), None))
+        .await;
+    problem(&refused, StatusCode::UNAUTHORIZED);
+    // A token of another issuer, with no tenants configured.
+    let foreign = fx
+        .app
+        .send(whoami(
+            Some("Bearer eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJodHRwczovL2lkcC5leGFtcGxlIn0.c2ln"),
+            None,
+        ))
+        .await;
+    assert!(
+        problem(&foreign, StatusCode::UNAUTHORIZED)["detail"]
+            .as_str()
+            .unwrap()
+            .contains("it has no tenants")
+    );
+
+    let missing = fx.app.send(get("/api/v1/nothing", None)).await;
+    problem(&missing, StatusCode::NOT_FOUND);
+    let method = fx
+        .app
+        .send(
+            Request::delete("/api/v1/whoami")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    problem(&method, StatusCode::METHOD_NOT_ALLOWED);
+}
+
 /// The hidden fields of the page's first form that has any: the request as the page
 /// posts it back.
 fn hidden_fields(html: &str) -> Vec<(String, String)> {

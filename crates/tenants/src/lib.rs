@@ -22,4 +22,4 @@ pub use document::{DocumentError, JwksLocation, RawDocument, Tenant, TenantSet, 
 pub use jwks::{JwksCache, JwksPolicy, KeyError};
 pub use registry::{LoadError, Refresh, Snapshot, Stale, TenantRegistry};
 pub use source::{ReadError, TenantSource};
-pub use verify::{TenantIdentity, TenantVerifier, VerifyError};
+pub use verify::{TenantIdentity, TenantVerifier, VerifyError, unverified_issuer};

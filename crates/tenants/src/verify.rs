@@ -56,6 +56,18 @@ impl TenantIdentity {
     pub fn kubernetes_user(&self) -> String {
         format!("{}{}", Self::prefix(&self.tenant), self.subject)
     }
+
+    /// The Kubernetes identity: [`TenantIdentity::kubernetes_user`] with the groups
+    /// `console:<role>` of the roles, then `system:authenticated` (the groups a console
+    /// user of those roles has, so the roles' RBAC applies alike).
+    pub fn kubernetes_identity(&self) -> cluster::KubernetesIdentity {
+        let console =
+            cluster::KubernetesIdentity::console("", self.roles.iter().map(RoleName::as_str));
+        cluster::KubernetesIdentity {
+            user: self.kubernetes_user(),
+            groups: console.groups,
+        }
+    }
 }
 
 /// Why a token was refused.
@@ -262,8 +274,11 @@ impl TenantVerifier {
     }
 }
 
-/// The `iss` of `token`, read before anything is verified (to choose the keys).
-fn unverified_issuer(token: &str) -> Result<String, VerifyError> {
+/// The `iss` of `token`, read before anything is verified: which verifier (the console's
+/// own issuer, or the tenants') and which keys to try. Never a reason to trust it.
+///
+/// Errors: [`VerifyError::Malformed`], or [`VerifyError::Claim`] without an `iss`.
+pub fn unverified_issuer(token: &str) -> Result<String, VerifyError> {
     #[derive(serde::Deserialize)]
     struct Issuer {
         iss: Option<String>,

@@ -150,6 +150,7 @@ impl TestApp {
             issuer: issuer.clone(),
             console: server::routes::use_cases(&accounts, None, &config),
             leptos: std::sync::Arc::new(startup::leptos_options(&config)),
+            tenants: None,
             config: Arc::new(config),
         };
         Self {
@@ -224,6 +225,7 @@ impl TestApp {
             issuer: self.issuer.clone(),
             console: server::routes::use_cases(&self.accounts, Some(access), &config),
             leptos: std::sync::Arc::new(startup::leptos_options(&config)),
+            tenants: None,
             config: Arc::new(config),
         };
         self.router = router(state, sessions);

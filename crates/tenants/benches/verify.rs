@@ -1,0 +1,124 @@
+//! Issue 15's verification target, side by side in one run: a tenant token verified by
+//! [`TenantVerifier::verify`] with a warm key cache, against a bare RS256 verification of
+//! the same signature with the same RSA-2048 key (aws-lc-rs with a kept parsed key, the
+//! fastest there is; and as jsonwebtoken does it). Target: ours ≥ 90 % of the bare one's
+//! rate. One thread: each figure is per core.
+//!
+//!     cargo bench -p banlieue-tenants --bench verify
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use aws_lc_rs::rsa::{KeyPair, KeySize};
+use aws_lc_rs::signature::{
+    KeyPair as _, ParsedPublicKey, RSA_PKCS1_2048_8192_SHA256, RSA_PKCS1_SHA256, UnparsedPublicKey,
+};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::json;
+use tenants::{JwksCache, JwksPolicy, TenantRegistry, TenantSource, TenantVerifier};
+
+const AUDIENCE: &str = "banlieue-console";
+
+fn verification(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let pair = KeyPair::generate(KeySize::Rsa2048).unwrap();
+    let public = pair.public_key();
+    let jwk = json!({
+        "kty": "RSA", "kid": "bench", "alg": "RS256", "use": "sig",
+        "n": URL_SAFE_NO_PAD.encode(public.modulus().big_endian_without_leading_zero()),
+        "e": URL_SAFE_NO_PAD.encode(public.exponent().big_endian_without_leading_zero()),
+    });
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let issuer = format!("http://{}", listener.local_addr().unwrap());
+    let keys = json!({ "keys": [jwk] });
+    let router = axum::Router::new().route(
+        "/jwks",
+        axum::routing::get(move || {
+            let keys = keys.clone();
+            async move { axum::Json(keys) }
+        }),
+    );
+    runtime.spawn(async move { axum::serve(listener, router).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tenants.yaml");
+    let document = json!({
+        "apiVersion": "console.banlieue.io/v1alpha1", "kind": "ConsoleTenant",
+        "metadata": {"name": "acme"},
+        "spec": {
+            "tenantId": "acme", "enabled": true,
+            "oidc": {"issuer": issuer, "jwksURL": format!("{issuer}/jwks"), "audience": AUDIENCE,
+                     "tenantClaim": "tenant", "usernameClaim": "preferred_username", "rolesClaim": "roles"},
+            "defaultRole": "viewer", "allowedRoles": ["viewer", "developer"], "namespaces": ["acme"],
+        },
+    });
+    std::fs::write(&path, serde_yaml::to_string(&document).unwrap()).unwrap();
+    let verifier = runtime.block_on(async {
+        let (registry, _) = TenantRegistry::load(
+            TenantSource::File { path },
+            std::time::Duration::from_secs(30),
+            Instant::now(),
+        )
+        .await
+        .unwrap();
+        TenantVerifier::new(
+            Arc::new(registry),
+            JwksCache::new(JwksPolicy::default()).unwrap(),
+        )
+    });
+
+    // An ID token as a provider signs one.
+    let header = URL_SAFE_NO_PAD.encode(r#"{"alg":"RS256","typ":"JWT","kid":"bench"}"#);
+    let claims = URL_SAFE_NO_PAD.encode(
+        json!({
+            "iss": issuer, "sub": "alice", "aud": AUDIENCE, "tenant": "acme",
+            "preferred_username": "alice", "roles": ["developer"], "email": "alice@acme.example",
+            "iat": jsonwebtoken::get_current_timestamp(),
+            "exp": jsonwebtoken::get_current_timestamp() + 3600,
+        })
+        .to_string(),
+    );
+    let message = format!("{header}.{claims}");
+    let mut signature = vec![0; pair.public_modulus_len()];
+    pair.sign(
+        &RSA_PKCS1_SHA256,
+        &aws_lc_rs::rand::SystemRandom::new(),
+        message.as_bytes(),
+        &mut signature,
+    )
+    .unwrap();
+    let token = format!("{message}.{}", URL_SAFE_NO_PAD.encode(&signature));
+    let identity = runtime
+        .block_on(verifier.verify(&token, Instant::now()))
+        .expect("the token verifies (and the cache is warm)");
+    assert_eq!(identity.kubernetes_user(), "oidc:acme:alice");
+
+    let parsed = ParsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, public.as_ref()).unwrap();
+    let unparsed = UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, public.as_ref());
+    let mut group = c.benchmark_group("rs256-verify");
+    group.bench_function("bare: aws-lc-rs, parsed key kept", |b| {
+        b.iter(|| parsed.verify_sig(message.as_bytes(), &signature).unwrap())
+    });
+    group.bench_function(
+        "bare: aws-lc-rs, key parsed each time (as jsonwebtoken does)",
+        |b| b.iter(|| unparsed.verify(message.as_bytes(), &signature).unwrap()),
+    );
+    group.bench_function("TenantVerifier::verify, warm cache", |b| {
+        b.iter(|| {
+            runtime
+                .block_on(verifier.verify(&token, Instant::now()))
+                .unwrap()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, verification);
+criterion_main!(benches);
