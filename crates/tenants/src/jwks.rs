@@ -18,13 +18,20 @@
 //! The fetch gate is a timestamp per endpoint taken under the endpoint's own lock: it is
 //! these rules (single flight, one attempt per window, stale-while-failing), which a
 //! general-purpose rate limiter would not express.
+//!
+//! Each key is parsed by aws-lc-rs once per algorithm it verifies and kept
+//! ([`VerifyingKey`]): `jsonwebtoken::decode` parses the public key again on every call,
+//! which costs as much as the RSA verification itself.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
-use jsonwebtoken::jwk::{Jwk, KeyAlgorithm, PublicKeyUse};
-use jsonwebtoken::{Algorithm, DecodingKey};
+use aws_lc_rs::signature::{self as sig, ParsedPublicKey, RsaPublicKeyComponents};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
+use jsonwebtoken::{Algorithm, AlgorithmFamily};
 use url::Url;
 
 use crate::document::{JwksLocation, provider_url};
@@ -102,8 +109,114 @@ struct Key {
     kid: Option<String>,
     /// The `alg` the set pins the key to, if any.
     algorithm: Option<Algorithm>,
-    family: jsonwebtoken::AlgorithmFamily,
-    key: Arc<DecodingKey>,
+    key: Arc<VerifyingKey>,
+}
+
+/// A public key of a JWK Set, parsed by aws-lc-rs at most once for each algorithm of
+/// [`ALGORITHMS`] it is used with.
+pub struct VerifyingKey {
+    material: Material,
+    parsed: [OnceLock<Option<ParsedPublicKey>>; ALGORITHMS.len()],
+}
+
+/// A key's public parameters, decoded from its JWK.
+enum Material {
+    /// The modulus and exponent, big-endian.
+    Rsa { n: Vec<u8>, e: Vec<u8> },
+    /// An uncompressed point (`04 || x || y`) on the curve of `algorithm`.
+    Ec {
+        algorithm: Algorithm,
+        point: Vec<u8>,
+    },
+    /// An Ed25519 public key.
+    Ed25519(Vec<u8>),
+}
+
+impl VerifyingKey {
+    /// The key of `jwk`'s parameters, or `None` for a kind not verified here (symmetric,
+    /// P-521, unreadable base64).
+    fn from_jwk(jwk: &Jwk) -> Option<Self> {
+        let bytes = |text: &str| URL_SAFE_NO_PAD.decode(text.trim_end_matches('=')).ok();
+        let material = match &jwk.algorithm {
+            AlgorithmParameters::RSA(rsa) => Material::Rsa {
+                n: bytes(&rsa.n)?,
+                e: bytes(&rsa.e)?,
+            },
+            AlgorithmParameters::EllipticCurve(ec) => {
+                let algorithm = match ec.curve {
+                    EllipticCurve::P256 => Algorithm::ES256,
+                    EllipticCurve::P384 => Algorithm::ES384,
+                    _ => return None,
+                };
+                let mut point = vec![4];
+                point.extend(bytes(&ec.x)?);
+                point.extend(bytes(&ec.y)?);
+                Material::Ec { algorithm, point }
+            }
+            AlgorithmParameters::OctetKeyPair(okp) if okp.curve == EllipticCurve::Ed25519 => {
+                Material::Ed25519(bytes(&okp.x)?)
+            }
+            _ => return None,
+        };
+        Some(Self {
+            material,
+            parsed: Default::default(),
+        })
+    }
+
+    /// Whether this key can verify `algorithm` (its family, and for EC its curve).
+    fn fits(&self, algorithm: Algorithm) -> bool {
+        match &self.material {
+            Material::Rsa { .. } => algorithm.family() == AlgorithmFamily::Rsa,
+            Material::Ec { algorithm: own, .. } => *own == algorithm,
+            Material::Ed25519(_) => algorithm == Algorithm::EdDSA,
+        }
+    }
+
+    /// Whether `signature` is this key's signature of `message` under `algorithm` (false
+    /// for an algorithm the key does not fit, or parameters aws-lc-rs refuses).
+    pub fn verifies(&self, algorithm: Algorithm, message: &[u8], signature: &[u8]) -> bool {
+        let Some(slot) = ALGORITHMS.iter().position(|a| *a == algorithm) else {
+            return false;
+        };
+        if !self.fits(algorithm) {
+            return false;
+        }
+        let parsed = self.parsed[slot].get_or_init(|| self.parse(algorithm));
+        parsed
+            .as_ref()
+            .is_some_and(|key| key.verify_sig(message, signature).is_ok())
+    }
+
+    fn parse(&self, algorithm: Algorithm) -> Option<ParsedPublicKey> {
+        let rsa = |params: &'static sig::RsaParameters, n: &[u8], e: &[u8]| {
+            RsaPublicKeyComponents { n, e }
+                .to_parsed_public_key(params)
+                .ok()
+        };
+        match (&self.material, algorithm) {
+            (Material::Rsa { n, e }, Algorithm::RS256) => {
+                rsa(&sig::RSA_PKCS1_2048_8192_SHA256, n, e)
+            }
+            (Material::Rsa { n, e }, Algorithm::RS384) => {
+                rsa(&sig::RSA_PKCS1_2048_8192_SHA384, n, e)
+            }
+            (Material::Rsa { n, e }, Algorithm::RS512) => {
+                rsa(&sig::RSA_PKCS1_2048_8192_SHA512, n, e)
+            }
+            (Material::Rsa { n, e }, Algorithm::PS256) => rsa(&sig::RSA_PSS_2048_8192_SHA256, n, e),
+            (Material::Rsa { n, e }, Algorithm::PS384) => rsa(&sig::RSA_PSS_2048_8192_SHA384, n, e),
+            (Material::Rsa { n, e }, Algorithm::PS512) => rsa(&sig::RSA_PSS_2048_8192_SHA512, n, e),
+            (Material::Ec { point, .. }, Algorithm::ES256) => {
+                ParsedPublicKey::new(&sig::ECDSA_P256_SHA256_FIXED, point).ok()
+            }
+            (Material::Ec { point, .. }, Algorithm::ES384) => {
+                ParsedPublicKey::new(&sig::ECDSA_P384_SHA384_FIXED, point).ok()
+            }
+            (Material::Ed25519(x), Algorithm::EdDSA) => ParsedPublicKey::new(&sig::ED25519, x).ok(),
+            _ => None,
+        }
+    }
 }
 
 /// What an endpoint last fetched.
@@ -185,7 +298,7 @@ impl JwksCache {
         kid: Option<&str>,
         algorithm: Algorithm,
         now: Instant,
-    ) -> Result<Arc<DecodingKey>, KeyError> {
+    ) -> Result<Arc<VerifyingKey>, KeyError> {
         let endpoint = self.endpoint(location);
         let wanted = |fetched: &Fetched| {
             let fresh = fetched
@@ -279,9 +392,11 @@ impl JwksCache {
     }
 
     fn endpoint(&self, location: &JwksLocation) -> Arc<Endpoint> {
-        self.endpoints
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        let mut endpoints = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(endpoint) = endpoints.get(location) {
+            return endpoint.clone();
+        }
+        endpoints
             .entry(location.clone())
             .or_insert_with(|| {
                 Arc::new(Endpoint {
@@ -417,15 +532,13 @@ fn verification_key(jwk: &Jwk) -> Option<Key> {
             Some(alg)
         }
     };
-    let key = DecodingKey::from_jwk(jwk).ok()?;
-    let family = key.family();
-    if family == jsonwebtoken::AlgorithmFamily::Hmac {
+    let key = VerifyingKey::from_jwk(jwk)?;
+    if algorithm.is_some_and(|alg| !key.fits(alg)) {
         return None;
     }
     Some(Key {
         kid: jwk.common.key_id.clone(),
         algorithm,
-        family,
         key: Arc::new(key),
     })
 }
@@ -448,10 +561,12 @@ fn signature_algorithm(alg: KeyAlgorithm) -> Option<Algorithm> {
 /// The key of `keys` for a token naming `kid` (or none) signed with `algorithm`.
 ///
 /// Errors: which key was asked for and not found.
-fn pick(keys: &[Key], kid: Option<&str>, algorithm: Algorithm) -> Result<Arc<DecodingKey>, String> {
-    let fits = |key: &&Key| {
-        key.family == algorithm.family() && key.algorithm.is_none_or(|a| a == algorithm)
-    };
+fn pick(
+    keys: &[Key],
+    kid: Option<&str>,
+    algorithm: Algorithm,
+) -> Result<Arc<VerifyingKey>, String> {
+    let fits = |key: &&Key| key.key.fits(algorithm) && key.algorithm.is_none_or(|a| a == algorithm);
     match kid {
         Some(kid) => keys
             .iter()

@@ -150,7 +150,7 @@ impl TestApp {
             issuer: issuer.clone(),
             console: server::routes::use_cases(&accounts, None, &config),
             leptos: std::sync::Arc::new(startup::leptos_options(&config)),
-            tenants: None,
+            tenants: startup::open_tenants(&config, None).await.unwrap(),
             config: Arc::new(config),
         };
         Self {
