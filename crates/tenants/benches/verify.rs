@@ -111,9 +111,10 @@ fn main() {
         ("bare: aws-lc-rs, parsed key kept", &|| {
             parsed.verify_sig(message.as_bytes(), &signature).unwrap()
         }),
-        ("bare: aws-lc-rs, key parsed each time (as jsonwebtoken does)", &|| {
-            unparsed.verify(message.as_bytes(), &signature).unwrap()
-        }),
+        (
+            "bare: aws-lc-rs, key parsed each time (as jsonwebtoken does)",
+            &|| unparsed.verify(message.as_bytes(), &signature).unwrap(),
+        ),
         ("TenantVerifier::verify, warm cache", &|| {
             runtime
                 .block_on(verifier.verify(&token, Instant::now()))
@@ -139,7 +140,9 @@ fn main() {
         rates[rates.len() / 2]
     };
     let medians: Vec<f64> = rates.iter_mut().map(median).collect();
-    println!("| verification (RS256, RSA-2048, one thread) | per second | µs each | vs. bare, parsed key |");
+    println!(
+        "| verification (RS256, RSA-2048, one thread) | per second | µs each | vs. bare, parsed key |"
+    );
     println!("|---|---|---|---|");
     for ((name, _), rate) in contenders.iter().zip(&medians) {
         println!(
