@@ -34,6 +34,7 @@ bench: tools
 	cargo bench -p server --bench sign_in --bench users_page --bench dashboard --bench live_update
 	cargo bench -p kube-emulator --bench perf
 	cargo bench -p banlieue-cluster --bench bind
+	cargo bench -p banlieue-tenants --bench verify
 	$(MAKE) --no-print-directory bench-issuer
 
 # Our issuer's refresh grant side by side with npm oidc-provider (issue 17), on SQLite and
