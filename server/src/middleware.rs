@@ -142,14 +142,7 @@ fn audit_cross_site(app: &AppState, request: &Request) -> impl Future<Output = (
             return;
         };
         app.accounts
-            .audit_event(
-                user.name.as_str(),
-                "request.cross-site",
-                &target,
-                source,
-                "refused",
-                &detail,
-            )
+            .audit_cross_site(user.name.as_str(), &target, source, &detail)
             .await;
     }
 }

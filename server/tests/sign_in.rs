@@ -320,6 +320,21 @@ async fn a_forged_cross_site_post_riding_a_session_is_audited_as_its_person() {
         .find(|e| e.action == "request.cross-site")
         .unwrap();
     assert!(row.detail.contains("https://evil.example"), "{row:?}");
+    // A hostile page firing forgeries without end writes one row a minute, not one each.
+    for _ in 0..50 {
+        assert_eq!(
+            app.send(forged(Some(&cookie))).await.status,
+            StatusCode::FORBIDDEN
+        );
+    }
+    let rows = app.store().recent_audit(100).await.unwrap();
+    assert_eq!(
+        rows.iter()
+            .filter(|e| e.action == "request.cross-site")
+            .count(),
+        1,
+        "throttled per person"
+    );
     // The person is still enabled.
     assert_eq!(
         app.send(get("/", Some(&cookie))).await.status,

@@ -124,7 +124,13 @@ pub struct Accounts {
     session_lifetime: time::Duration,
     metrics: Arc<IdentityMetrics>,
     busy: Mutex<BusyRefusals>,
+    /// Per person: their refused cross-site requests ([`Accounts::audit_cross_site`]).
+    cross_site: Mutex<HashMap<String, BusyRefusals>>,
 }
+
+/// The most people whose cross-site refusals are remembered at once; past it, the
+/// entries whose window ended are forgotten (they would be audited anyway).
+const CROSS_SITE_PEOPLE: usize = 10_000;
 
 /// This replica's sign-ins refused by a full hash queue, for their audit rows: a flood of
 /// fresh names from fresh addresses, which no throttle key summarises, would otherwise
@@ -174,6 +180,7 @@ impl Accounts {
             session_lifetime: SESSION_LIFETIME,
             metrics: Arc::default(),
             busy: Mutex::default(),
+            cross_site: Mutex::default(),
         }
     }
 
@@ -629,6 +636,43 @@ impl Accounts {
             actor, action, target, source, result, detail,
         ))
         .await;
+    }
+
+    /// Audits a cross-site request refused while it carried `actor`'s session
+    /// (`request.cross-site`, result `refused`, `target` `<method> <path>`, `detail` where
+    /// the browser said it came from): at most one row per person per
+    /// [`THROTTLED_AUDIT_WINDOW`](crate::THROTTLED_AUDIT_WINDOW), the next saying how
+    /// many were refused unwritten meanwhile. A hostile page the person visits can fire
+    /// such requests without end; it must not fill the log under their name.
+    pub async fn audit_cross_site(&self, actor: &str, target: &str, source: IpAddr, detail: &str) {
+        let now = Instant::now();
+        let audited = {
+            let mut people = self
+                .cross_site
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if people.len() >= CROSS_SITE_PEOPLE {
+                people.retain(|_, refusals| {
+                    refusals.last_audited.is_some_and(|last| {
+                        now.duration_since(last) < crate::THROTTLED_AUDIT_WINDOW
+                    })
+                });
+            }
+            people.entry(actor.to_owned()).or_default().refused(now)
+        };
+        const ACTION: &str = "request.cross-site";
+        match audited {
+            Some(0) => {
+                self.audit_event(actor, ACTION, target, source, "refused", detail)
+                    .await
+            }
+            Some(unaudited) => {
+                let detail = format!("{detail}; {unaudited} more refused since the last row");
+                self.audit_event(actor, ACTION, target, source, "refused", &detail)
+                    .await
+            }
+            None => self.metrics.observe(ACTION, "refused"),
+        }
     }
 
     /// Appends `event` and counts it in [`Accounts::metrics`] (whether or not the write
