@@ -384,15 +384,14 @@ fn the_console_runs_unprivileged_and_writes_only_to_its_volumes() {
             .unwrap()
             .clone()
     };
-    let url = container["env"]
+    // SQLite's URL is an argument (templates/deployment.yaml says why).
+    let args: Vec<&str> = container["args"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|v| v["name"] == "BANLIEUE_DATABASE_URL")
-        .unwrap()["value"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let url = args[args.iter().position(|a| *a == "--database-url").unwrap() + 1].to_owned();
     let file = banlieue_store::sqlite_file(&url).unwrap();
     let data = volume_at(file.parent().unwrap().to_str().unwrap());
     assert_eq!(

@@ -31,6 +31,13 @@ pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
 /// How long an impersonating client (and its connection pool) is reused for one identity.
 const CLIENT_TTL: Duration = Duration::from_secs(300);
 
+/// How long a request made for a person (or by the console itself) may wait for the API
+/// server's response headers,
+/// connection and TLS handshake included ([`Impersonation::with_request_timeout`]): a
+/// cluster that stalls makes the page say so instead of holding it for kube-rs' 30 s
+/// connect and 295 s read timeouts. A watch's events stream after its headers, unbounded.
+pub const PERSON_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A Kubernetes identity: the user name and groups a client impersonates.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct KubernetesIdentity {
@@ -67,6 +74,8 @@ pub struct Impersonation {
     /// saw them ([`Impersonation::update_impersonable_users`],
     /// [`Impersonation::follow_impersonable`]).
     users: RwLock<KnownUsers>,
+    /// [`PERSON_REQUEST_TIMEOUT`], unless replaced.
+    request_timeout: Duration,
     /// Woken whenever the watch sees [`crate::impersonable::USERS_ROLE`] change, whoever
     /// wrote it ([`Impersonation::users_list_changed`]).
     users_changed: tokio::sync::Notify,
@@ -96,7 +105,14 @@ impl Impersonation {
                 failed_at: None,
             }),
             users_changed: tokio::sync::Notify::new(),
+            request_timeout: PERSON_REQUEST_TIMEOUT,
         }
+    }
+
+    /// Replaces [`PERSON_REQUEST_TIMEOUT`] for the clients made for people.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
     }
 
     /// Reads the console's credentials: the kubeconfig file `path` when given (the
@@ -129,11 +145,21 @@ impl Impersonation {
         self.config.cluster_url.to_string()
     }
 
-    /// A client with the console's own rights: for the controllers only.
+    /// A client with the console's own rights: for the controllers and the lists of
+    /// impersonable groups and users only. Its requests are bounded like a person's
+    /// (the list update runs before acting for a person it lacks).
     ///
     /// Errors: the configuration cannot make a client (TLS settings).
     pub fn console_client(&self) -> Result<Client, Error> {
-        Ok(Client::try_from(self.config.clone())?)
+        self.bounded_client(self.config.clone())
+    }
+
+    /// A client of `config` whose requests wait at most the request timeout for their
+    /// response headers.
+    fn bounded_client(&self, config: kube::Config) -> Result<Client, Error> {
+        Ok(kube::client::ClientBuilder::try_from(config)?
+            .with_layer(&tower::timeout::TimeoutLayer::new(self.request_timeout))
+            .build())
     }
 
     /// Whether the API server is ready for the console: its `GET /readyz`, sent with the
@@ -155,8 +181,10 @@ impl Impersonation {
     }
 
     /// A client acting as `identity` (`Impersonate-User`, `Impersonate-Group`), reused
-    /// for [`CLIENT_TTL`] per identity. Once the groups the console may impersonate are
-    /// known, a group outside them is left out ([`Impersonation::narrowed`]).
+    /// for [`CLIENT_TTL`] per identity, each request bounded by the request timeout
+    /// ([`PERSON_REQUEST_TIMEOUT`]; its error is then `kube::Error::Service`). Once the
+    /// groups the console may impersonate are known, a group outside them is left out
+    /// ([`Impersonation::narrowed`]).
     ///
     /// Errors: the configuration cannot make a client (TLS settings).
     pub fn client_for(&self, identity: &KubernetesIdentity) -> Result<Client, Error> {
@@ -169,7 +197,7 @@ impl Impersonation {
         let mut config = self.config.clone();
         config.auth_info.impersonate = Some(identity.user.clone());
         config.auth_info.impersonate_groups = Some(identity.groups.clone());
-        let client = Client::try_from(config)?;
+        let client = self.bounded_client(config)?;
         clients.insert(identity.clone(), (Instant::now(), client.clone()));
         Ok(client)
     }

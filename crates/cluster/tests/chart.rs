@@ -909,12 +909,8 @@ fn expected_env(values: &Value, namespace: &str) -> BTreeMap<String, Value> {
         plain(format!("0.0.0.0:{}", values["metricsPort"])),
     );
     set("BANLIEUE_EXTERNAL_URL", plain(text(&values["externalURL"])));
-    if values["database"]["type"] == "sqlite" {
-        set(
-            "BANLIEUE_DATABASE_URL",
-            plain("sqlite:///var/lib/banlieue-console/console.db".into()),
-        );
-    } else {
+    // SQLite's URL is an argument (`helm_install_runs_the_console_as_the_values_say`).
+    if values["database"]["type"] != "sqlite" {
         let secret = &values["database"]["postgres"]["urlSecret"];
         set(
             "BANLIEUE_DATABASE_URL",
@@ -1029,6 +1025,83 @@ fn namespaced_only(bed: &Testbed, release: &str) -> PathBuf {
 }
 
 #[tokio::test]
+async fn upgrades_and_rollbacks_between_sqlite_and_postgres_go_through() {
+    let Some(bed) = testbed() else { return };
+    let client = bed.admin_client().await;
+    let ns = bed.namespace("chart-switch").await;
+    let release = unique_name("switch");
+    let post_renderer = namespaced_only(&bed, &release);
+    let post_renderer = post_renderer.to_str().unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(client.clone(), &ns.name);
+    // What each database type makes of the Deployment: its arguments, and whether the
+    // database URL comes from the PostgreSQL Secret.
+    let runs = || async {
+        let deployment = deployments.get("banlieue-console").await.unwrap();
+        let container = &deployment.spec.template.spec.unwrap().containers[0];
+        let from_secret = container
+            .env
+            .iter()
+            .flatten()
+            .filter(|v| v.name == "BANLIEUE_DATABASE_URL")
+            .map(|v| v.value.is_none() && v.value_from.is_some())
+            .collect::<Vec<_>>();
+        (
+            container.args.clone().unwrap_or_default().len(),
+            from_secret,
+        )
+    };
+    let sqlite = (3, Vec::new());
+    let postgres = (1, vec![true]);
+    let to_postgres = [
+        "--reuse-values",
+        "--set",
+        "database.type=postgres",
+        "--set",
+        "database.postgres.urlSecret.name=database",
+        "--set",
+        "keyEncryption.secretName=kek",
+        "--set",
+        "replicas=2",
+    ];
+    let namespace = ns.name.clone();
+    let helm = |args: &[&str]| -> Vec<String> {
+        let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        all.extend(["-n".to_owned(), namespace.clone()]);
+        all
+    };
+    let bed = &bed;
+    let run = |args: Vec<String>| async move {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        bed.helm_ok(&args).await;
+    };
+    run(helm(&[
+        "install",
+        &release,
+        CHART,
+        "--post-renderer",
+        post_renderer,
+    ]))
+    .await;
+    assert_eq!(runs().await, sqlite);
+    let mut upgrade = vec!["upgrade", &release, CHART, "--post-renderer", post_renderer];
+    upgrade.extend(to_postgres);
+    run(helm(&upgrade)).await;
+    assert_eq!(runs().await, postgres);
+    // Back to SQLite: the kept claim is still the release's, and no variable is left
+    // holding both a value and a source.
+    run(helm(&["rollback", &release])).await;
+    assert_eq!(runs().await, sqlite);
+    run(helm(&upgrade)).await;
+    assert_eq!(runs().await, postgres);
+    run(helm(&["rollback", &release, "1"])).await;
+    assert_eq!(runs().await, sqlite);
+    assert!(claims.get("banlieue-console-data").await.is_ok());
+    run(helm(&["uninstall", &release])).await;
+}
+
+#[tokio::test]
 async fn helm_install_runs_the_console_as_the_values_say() {
     let Some(bed) = testbed() else { return };
     let client = bed.admin_client().await;
@@ -1090,7 +1163,16 @@ async fn helm_install_runs_the_console_as_the_values_say() {
             container.image_pull_policy.as_deref(),
             Some(text(&values["image"]["pullPolicy"]).as_str())
         );
-        assert_eq!(container.args.as_deref(), Some(&["serve".to_owned()][..]));
+        let args: &[&str] = if values["database"]["type"] == "sqlite" {
+            &[
+                "serve",
+                "--database-url",
+                "sqlite:///var/lib/banlieue-console/console.db",
+            ]
+        } else {
+            &["serve"]
+        };
+        assert_eq!(container.args.clone().unwrap_or_default(), args, "{file}");
         let port_name = if values["tls"]["secretName"] == "" {
             "http"
         } else {
@@ -1335,6 +1417,7 @@ async fn notes_warn_of_a_secret_without_its_key_and_of_trusting_every_address() 
                 ns.name
             ),
             "the key key-encryption-key of the Secret old-kek is not 32 bytes in base64".into(),
+            "trustedProxies holds 10.0.0.0/8, a range of millions of addresses: any client".into(),
             "trustedProxies holds 0.0.0.0/0, a range of millions of addresses: any client".into(),
             "trustedProxies holds ::/8, a range of millions of addresses: any client".into(),
         ],

@@ -803,3 +803,54 @@ async fn a_cluster_that_does_not_answer_hides_the_pools_link_without_holding_the
     assert!(started.elapsed() >= services::NAVIGATION_TIMEOUT);
     held.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_that_stalls_makes_each_page_unavailable_within_the_request_timeout() {
+    let setup = Setup::start().await;
+    let alice = setup.person("alice", &["operator"]).await;
+    // A cluster that takes connections and never answers them.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    let timeout = std::time::Duration::from_secs(1);
+    let console = Console::new(
+        setup.accounts.clone(),
+        Some(Arc::new(
+            Impersonation::new(kube::Config::new(url.parse().unwrap()))
+                .with_request_timeout(timeout),
+        )),
+        Settings {
+            issuer: ISSUER.into(),
+            claim_ttl_choices: vec![900],
+        },
+    );
+    let bounded = |started: std::time::Instant| started.elapsed() < timeout * 4;
+    let started = std::time::Instant::now();
+    let dashboard = console.dashboard(&alice).await;
+    assert!(
+        matches!(dashboard, Err(ServiceError::Unavailable { .. })),
+        "{dashboard:?}"
+    );
+    assert!(
+        bounded(started),
+        "the dashboard waited {:?}",
+        started.elapsed()
+    );
+    let started = std::time::Instant::now();
+    let access = console.access(&alice).await;
+    assert!(
+        access.is_err() || access.as_ref().is_ok_and(|a| a.is_empty()),
+        "{access:?}"
+    );
+    assert!(
+        bounded(started),
+        "What can I do? waited {:?}",
+        started.elapsed()
+    );
+    held.abort();
+}
