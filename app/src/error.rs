@@ -88,6 +88,12 @@ pub enum AppError {
     InvalidRole,
     /// A pool form with a bad name, sizes or template.
     InvalidPool,
+    /// The cluster could not be reached or did not answer in time (transport, TLS, the
+    /// request timeout): the person may try again; the log has the cause under the
+    /// correlation id.
+    ClusterUnavailable {
+        correlation_id: String,
+    },
     Internal {
         correlation_id: String,
     },
@@ -182,6 +188,7 @@ impl AppError {
             Self::InvalidClaim => "error-invalid-claim",
             Self::InvalidRole => "error-invalid-role",
             Self::InvalidPool => "error-invalid-pool",
+            Self::ClusterUnavailable { .. } => "error-cluster-unavailable",
             Self::Internal { .. } => "error-internal",
         }
     }
@@ -219,7 +226,7 @@ impl AppError {
             Self::CrossSite | Self::MustChangePassword => 403,
             Self::RequestTooLarge => 413,
             Self::Throttled { .. } => 429,
-            Self::Busy { .. } => 503,
+            Self::Busy { .. } | Self::ClusterUnavailable { .. } => 503,
             Self::Internal { .. } => 500,
         }
     }
@@ -232,7 +239,7 @@ impl AppError {
                     self.fluent_key(),
                     &[("seconds", retry_after_secs.to_string())],
                 ),
-            Self::Internal { correlation_id } => {
+            Self::Internal { correlation_id } | Self::ClusterUnavailable { correlation_id } => {
                 locale.t_with(self.fluent_key(), &[("reference", correlation_id.clone())])
             }
             Self::RoleNotHeld { role } => {

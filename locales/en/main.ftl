@@ -60,6 +60,7 @@ error-page-sign-in = Sign in
 error-page-change-password = Change your password
 error-must-change-password = Change your password before doing anything else.
 error-internal = Something went wrong on our side. Reference: { $reference }
+error-cluster-unavailable = The Kubernetes cluster did not answer in time. Try again in a moment. Reference: { $reference }
 error-forbidden = You do not have the right to do this.
 error-not-found = There is no such user.
 error-invalid-user-name = User names are 1 to 63 lower-case letters, digits or '-', starting with a letter and not ending with '-'.

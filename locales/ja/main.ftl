@@ -54,6 +54,7 @@ error-page-sign-in = サインイン
 error-page-change-password = パスワードを変更する
 error-must-change-password = まずパスワードを変更してください。
 error-internal = サーバー側で問題が発生しました。参照番号: { $reference }
+error-cluster-unavailable = Kubernetes クラスターが時間内に応答しませんでした。しばらくしてからもう一度お試しください。参照番号: { $reference }
 error-forbidden = この操作を行う権限がありません。
 error-not-found = そのユーザーは存在しません。
 error-invalid-user-name = ユーザー名は英小文字・数字・「-」で 1〜63 文字、英字で始まり「-」で終わらない形にしてください。

@@ -39,8 +39,8 @@ pub fn app_error(error: ServiceError, invalid: AppError) -> AppError {
         ServiceError::NoCluster => AppError::NoClusterConfigured,
         ServiceError::Unavailable { source } => {
             let correlation_id = correlation_id();
-            tracing::error!(%correlation_id, error = %source, "request failed");
-            AppError::Internal { correlation_id }
+            tracing::error!(%correlation_id, error = %source, "the cluster is unavailable");
+            AppError::ClusterUnavailable { correlation_id }
         }
     }
 }

@@ -1021,3 +1021,41 @@ async fn a_refused_role_form_keeps_what_was_typed_and_ticked() {
     }
     dev.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_cluster_that_stalls_gets_a_page_saying_so_within_the_request_timeout() {
+    // A cluster that takes connections and never answers them.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    let timeout = std::time::Duration::from_secs(1);
+    let access = std::sync::Arc::new(
+        cluster::Impersonation::new(kube::Config::new(url.parse().unwrap()))
+            .with_request_timeout(timeout),
+    );
+    let app = TestApp::new().await.acting_through(access, None).await;
+    app.create_user("alice", PASSWORD, &["developer"], false)
+        .await;
+    let cookie = app.sign_in("alice", PASSWORD).await;
+    let started = std::time::Instant::now();
+    let page = app.send(get("/", Some(&cookie))).await;
+    assert_eq!(
+        page.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains("The Kubernetes cluster did not answer in time"),
+        "{}",
+        page.body
+    );
+    assert!(started.elapsed() < timeout * 5, "{:?}", started.elapsed());
+    held.abort();
+}
