@@ -2,6 +2,7 @@
 //! and hydrated in the browser. Every form is a plain HTML form that works without
 //! JavaScript; the server answers it with a redirect or with the page and its feedback.
 
+pub mod assets;
 mod components;
 mod error;
 pub mod i18n;
@@ -80,9 +81,6 @@ pub mod paths {
 /// to sign in again, instead of reconnecting.
 pub const SESSION_ENDED_EVENT: &str = "session-ended";
 
-/// The console's stylesheet, as cargo-leptos builds it (`<site>/pkg/<output name>.css`).
-pub const STYLESHEET: &str = "/pkg/banlieue-console.css";
-
 /// The HTML document around the app. Server-only: it also sets the page's
 /// Content-Security-Policy with the nonce Leptos gives its inline scripts.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -97,7 +95,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
                 <meta name="color-scheme" content="light dark" />
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml" />
-                <link rel="stylesheet" href=STYLESHEET />
+                <link rel="stylesheet" href=assets::stylesheet() />
                 <HydrationScripts options />
                 <MetaTags />
             </head>

@@ -5,6 +5,7 @@
 
 mod account;
 mod admin;
+pub mod assets;
 mod claims;
 pub mod config;
 #[cfg(feature = "dev-cluster")]

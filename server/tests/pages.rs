@@ -171,7 +171,7 @@ async fn refusals_outside_a_form_are_console_pages_with_a_way_onward() {
     let looks_like_the_console = |page: &TestResponse| {
         page.body.contains(&format!(
             "<link rel=\"stylesheet\" href=\"{}\"",
-            app::STYLESHEET
+            app::assets::stylesheet()
         )) && page.body.contains("class=\"min-h-screen bg-slate-50")
     };
 
