@@ -23,6 +23,7 @@ change-password-hint = 12 to 128 bytes (a Latin letter is one byte, a Japanese c
 change-password-submit = Change password
 
 ## Header and dashboard
+skip-to-content = Skip to content
 nav-dashboard = Dashboard
 nav-change-password = Change password
 sign-out = Sign out
@@ -253,6 +254,11 @@ dashboard-expires-in = { $minutes ->
    *[other] in { $minutes } minutes
 }
 dashboard-expires-soon = in less than a minute
+countdown-milestone = { $name } expires in { $minutes ->
+    [one] 1 minute
+   *[other] { $minutes } minutes
+}
+countdown-expired = { $name } has expired
 dashboard-expires-in-hours = in { $hours } h { $minutes } min
 dashboard-connect = Connect command
 dashboard-copy = Copy

@@ -14,7 +14,7 @@ pub fn Authorize() -> impl IntoView {
     let state = page_state();
     let locale = state.locale;
     let PageData::Authorize(view) = state.data else {
-        return view! { <main /> }.into_any();
+        return view! { <main id="main" tabindex="-1" /> }.into_any();
     };
     // The command-line tool is the one client with a redirect URI (the console has none).
     let (client, detail) = (locale.t("authorize-client-cli"), "authorize-confirm-detail");
@@ -94,7 +94,7 @@ pub fn Authorize() -> impl IntoView {
         .into_any(),
     };
     view! {
-        <main class="flex min-h-screen flex-col items-center justify-center gap-6 px-4">
+        <main id="main" tabindex="-1" class="flex min-h-screen flex-col items-center justify-center gap-6 px-4">
             <div class="text-center">
                 <p class="text-2xl font-semibold tracking-tight">{locale.t("app-name")}</p>
                 <p class="text-sm text-slate-500 dark:text-slate-400">{locale.t("app-tagline")}</p>

@@ -23,7 +23,7 @@ pub fn SignIn() -> impl IntoView {
         .unwrap_or_default();
     let error = state.feedback.map(|f| f.error);
     view! {
-        <main class="flex min-h-screen flex-col items-center justify-center gap-6 px-4">
+        <main id="main" tabindex="-1" class="flex min-h-screen flex-col items-center justify-center gap-6 px-4">
             <div class="text-center">
                 <p class="text-2xl font-semibold tracking-tight">{locale.t("app-name")}</p>
                 <p class="text-sm text-slate-500 dark:text-slate-400">{locale.t("app-tagline")}</p>
