@@ -9,6 +9,7 @@ pub mod i18n;
 mod pages;
 pub mod security;
 mod state;
+pub mod theme;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Title, provide_meta_context};
@@ -23,6 +24,7 @@ pub use state::{
     AccountView, AuditFilter, AuditRow, AuditView, AuthorizeView, FormFeedback, Navigation, Notice,
     Page, PageData, PageState, SessionRow, UserRow, UserView, UsersView,
 };
+pub use theme::Theme;
 
 /// Paths of the pages, shared with the server's access rules and redirects.
 pub mod paths {
@@ -31,6 +33,8 @@ pub mod paths {
     pub const CHANGE_PASSWORD: &str = "/change-password";
     pub const SIGN_OUT: &str = "/sign-out";
     pub const LOCALE: &str = "/locale";
+    /// The theme switch (form post).
+    pub const THEME: &str = "/theme";
     pub const USERS: &str = "/users";
     pub const ACCOUNT: &str = "/account";
     pub const AUDIT: &str = "/audit";
@@ -89,11 +93,11 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     security::set_page_csp(state.data.form_action_origin());
     view! {
         <!DOCTYPE html>
-        <html lang=state.locale.tag()>
+        <html lang=state.locale.tag() class=state.theme.class()>
             <head>
                 <meta charset="utf-8" />
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
-                <meta name="color-scheme" content="light dark" />
+                <meta name="color-scheme" content=state.theme.color_scheme() />
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml" />
                 <link rel="stylesheet" href=assets::stylesheet() />
                 <HydrationScripts options />

@@ -6,6 +6,12 @@ language-label = Language
 language-en = English
 language-ja = 日本語
 
+## Theme switch
+theme-label = Theme
+theme-system = System
+theme-light = Light
+theme-dark = Dark
+
 ## Sign-in card
 sign-in-title = Sign in
 sign-in-user-name = User name

@@ -6,6 +6,12 @@ language-label = 言語
 language-en = English
 language-ja = 日本語
 
+## Theme switch
+theme-label = テーマ
+theme-system = システム
+theme-light = ライト
+theme-dark = ダーク
+
 ## Sign-in card
 sign-in-title = サインイン
 sign-in-user-name = ユーザー名

@@ -87,6 +87,7 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
         )
         .route(paths::SIGN_OUT, post(handlers::sign_out))
         .route(paths::LOCALE, post(handlers::set_locale))
+        .route(paths::THEME, post(handlers::set_theme))
         .route(
             paths::USERS,
             get(admin::users_page).post(admin::create_user),

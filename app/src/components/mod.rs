@@ -2,7 +2,7 @@
 
 use leptos::prelude::*;
 
-use crate::{AppError, Locale, Notice, page_state, paths};
+use crate::{AppError, Locale, Notice, Theme, page_state, paths};
 
 /// Classes of the notice, the success message of the last action.
 const NOTICE: &str = "rounded-lg border border-emerald-200 bg-emerald-50 px-3 py-2 text-sm text-emerald-800 dark:border-emerald-900 dark:bg-emerald-950 dark:text-emerald-200";
@@ -81,6 +81,42 @@ pub fn LanguageSwitch() -> impl IntoView {
                             }
                         >
                             {locale.t(&format!("language-{}", option.tag()))}
+                        </button>
+                    }
+                })
+                .collect_view()}
+        </form>
+    }
+}
+
+/// The theme switch (system, light, dark): a plain form like the language switch, the
+/// server remembering the choice in a cookie and sending the browser back to this page.
+#[component]
+pub fn ThemeSwitch() -> impl IntoView {
+    let state = page_state();
+    let locale = state.locale;
+    let chosen = state.theme;
+    view! {
+        <form method="post" action=paths::THEME class="flex items-center gap-1 text-sm">
+            <input type="hidden" name="next" value=state.path />
+            <span class="sr-only">{locale.t("theme-label")}</span>
+            {Theme::ALL
+                .into_iter()
+                .map(|option| {
+                    let current = option == chosen;
+                    view! {
+                        <button
+                            type="submit"
+                            name="theme"
+                            value=option.tag()
+                            aria-pressed=if current { "true" } else { "false" }
+                            class=if current {
+                                "whitespace-nowrap rounded-md px-2 py-1 font-semibold text-indigo-700 dark:text-indigo-300"
+                            } else {
+                                "whitespace-nowrap rounded-md px-2 py-1 text-slate-500 hover:text-slate-900 dark:text-slate-400 dark:hover:text-white"
+                            }
+                        >
+                            {locale.t(&format!("theme-{}", option.tag()))}
                         </button>
                     }
                 })
@@ -336,6 +372,7 @@ pub fn AppHeader() -> impl IntoView {
                         }
                     }}
                     <LanguageSwitch />
+                    <ThemeSwitch />
                     <SignOutButton />
                 </div>
             </div>

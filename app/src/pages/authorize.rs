@@ -3,7 +3,7 @@ use leptos::prelude::*;
 use super::CARD_CLASS;
 use super::sign_in::CredentialFields;
 use super::users::SECONDARY_BUTTON;
-use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton, submit_once};
+use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton, ThemeSwitch, submit_once};
 use crate::{PageData, page_state, paths};
 
 /// The OIDC authorization page (SPEC §4): the console's sign-in card for a person who is
@@ -100,7 +100,10 @@ pub fn Authorize() -> impl IntoView {
                 <p class="text-sm text-slate-500 dark:text-slate-400">{locale.t("app-tagline")}</p>
             </div>
             {card}
-            <LanguageSwitch />
+            <div class="flex flex-wrap items-center justify-center gap-x-4 gap-y-2">
+                <LanguageSwitch />
+                <ThemeSwitch />
+            </div>
         </main>
     }
     .into_any()

@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 
 use super::{CARD_CLASS, INPUT_CLASS};
-use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton, submit_once};
+use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton, ThemeSwitch, submit_once};
 use crate::{page_state, paths};
 
 /// The sign-in card. Posts to the server, which redirects on success and answers a
@@ -47,7 +47,10 @@ pub fn SignIn() -> impl IntoView {
                     />
                 </form>
             </section>
-            <LanguageSwitch />
+            <div class="flex flex-wrap items-center justify-center gap-x-4 gap-y-2">
+                <LanguageSwitch />
+                <ThemeSwitch />
+            </div>
         </main>
     }
 }
