@@ -15,9 +15,9 @@ test('the page is not stored; its stylesheet, script and wasm are hashed and imm
       assets.push({ url: response.url(), cacheControl: response.headers()['cache-control'] });
     }
   });
-  const wasm = js ? page.waitForResponse((r) => r.url().endsWith('.wasm')) : null;
+  const loaded = js ? ['.js', '.wasm'].map((end) => page.waitForResponse((r) => r.url().endsWith(end))) : [];
   const document = await page.goto('/sign-in');
-  await wasm;
+  await Promise.all(loaded);
   expect(document!.headers()['cache-control']).toBe('no-store');
 
   // Without JavaScript the browser still preloads the wasm the page links.
