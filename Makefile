@@ -4,13 +4,13 @@
 #               PostgreSQL, and the browser suite in Chromium
 # Both install what is missing first (scripts/install-tools).
 
-.PHONY: run test tools bench bench-issuer fuzz fuzz-smoke
+.PHONY: run test tools bench bench-issuer bench-ui fuzz fuzz-smoke
 
 # With no KUBECONFIG / BANLIEUE_KUBECONFIG, the console starts its dev cluster (the
 # Kubernetes emulator with the chart and a demo pool) inside the same process.
 run: tools
 	install -d -m 700 data
-	BANLIEUE_DEV_CLUSTER=true cargo leptos serve $(if $(RELEASE),--release)
+	BANLIEUE_DEV_CLUSTER=true cargo leptos serve $(if $(RELEASE),--release --precompress)
 
 test: tools
 	scripts/test
@@ -46,3 +46,13 @@ bench-issuer: tools
 	url=$$($(BENCH_PG) scripts/postgres-for-tests) && \
 	trap '$(BENCH_PG) scripts/postgres-for-tests stop' EXIT && \
 	BANLIEUE_BENCH_POSTGRES_URL=$$url cargo bench -p server --bench issuer $(if $(QUICK),-- --quick)
+
+# The delivery benchmark (issue 18): the first visit to the dashboard over an emulated
+# 1.6 Mbit/s, 150 ms link, the site's files uncompressed and precompressed side by side
+# (end2end/bench/). On a release build with brotli and gzip copies, in a site of its own
+# so the browser suite's debug site stays. BENCH_ROUNDS (default 5) per way.
+BENCH_SITE := $(CURDIR)/target/bench-site
+bench-ui: tools
+	LEPTOS_SITE_ROOT=$(BENCH_SITE) cargo leptos build --release --precompress
+	cd end2end && BANLIEUE_BIN=$${CARGO_TARGET_DIR:-$(CURDIR)/target}/release/banlieue-console \
+	  BANLIEUE_E2E_SITE_ROOT=$(BENCH_SITE) npx playwright test -c bench/playwright.config.ts

@@ -20,7 +20,8 @@ const root = path.resolve(__dirname, '..');
 export const binary =
   process.env.BANLIEUE_BIN ??
   path.join(process.env.CARGO_TARGET_DIR ?? path.join(root, 'target'), 'debug', 'banlieue-console');
-export const siteRoot = path.join(root, 'target', 'site');
+/** The site cargo-leptos builds (`site-root`); `BANLIEUE_E2E_SITE_ROOT` names another. */
+export const siteRoot = process.env.BANLIEUE_E2E_SITE_ROOT ?? path.join(root, 'target', 'site');
 
 /** The environment variable carrying a project's initial admin password to the tests. */
 export const passwordVariable = (project: string) =>

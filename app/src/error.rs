@@ -2,7 +2,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::STYLESHEET;
 use crate::i18n::Locale;
 
 /// `text` for HTML text and double-quoted attribute values.
@@ -138,7 +137,7 @@ impl AppError {
              <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
              <meta name=\"color-scheme\" content=\"light dark\">\
              <link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\">\
-             <link rel=\"stylesheet\" href=\"{STYLESHEET}\"><title>{title}</title></head>\
+             <link rel=\"stylesheet\" href=\"{stylesheet}\"><title>{title}</title></head>\
              <body class=\"min-h-screen bg-slate-50 text-slate-900 antialiased dark:bg-slate-950 dark:text-slate-100\">\
              <main class=\"flex min-h-screen flex-col items-center justify-center gap-3 px-4 text-center\">\
              <h1 class=\"text-2xl font-semibold\">{title}</h1>\
@@ -146,6 +145,7 @@ impl AppError {
              <a href=\"{onward}\" class=\"text-indigo-600 hover:underline dark:text-indigo-400\">{link}</a>\
              </main></body></html>",
             lang = locale.tag(),
+            stylesheet = crate::assets::stylesheet(),
         )
     }
 

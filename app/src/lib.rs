@@ -2,12 +2,14 @@
 //! and hydrated in the browser. Every form is a plain HTML form that works without
 //! JavaScript; the server answers it with a redirect or with the page and its feedback.
 
+pub mod assets;
 mod components;
 mod error;
 pub mod i18n;
 mod pages;
 pub mod security;
 mod state;
+pub mod theme;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Title, provide_meta_context};
@@ -22,6 +24,7 @@ pub use state::{
     AccountView, AuditFilter, AuditRow, AuditView, AuthorizeView, FormFeedback, Navigation, Notice,
     Page, PageData, PageState, SessionRow, UserRow, UserView, UsersView,
 };
+pub use theme::Theme;
 
 /// Paths of the pages, shared with the server's access rules and redirects.
 pub mod paths {
@@ -30,6 +33,8 @@ pub mod paths {
     pub const CHANGE_PASSWORD: &str = "/change-password";
     pub const SIGN_OUT: &str = "/sign-out";
     pub const LOCALE: &str = "/locale";
+    /// The theme switch (form post).
+    pub const THEME: &str = "/theme";
     pub const USERS: &str = "/users";
     pub const ACCOUNT: &str = "/account";
     pub const AUDIT: &str = "/audit";
@@ -80,9 +85,6 @@ pub mod paths {
 /// to sign in again, instead of reconnecting.
 pub const SESSION_ENDED_EVENT: &str = "session-ended";
 
-/// The console's stylesheet, as cargo-leptos builds it (`<site>/pkg/<output name>.css`).
-pub const STYLESHEET: &str = "/pkg/banlieue-console.css";
-
 /// The HTML document around the app. Server-only: it also sets the page's
 /// Content-Security-Policy with the nonce Leptos gives its inline scripts.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -91,13 +93,13 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     security::set_page_csp(state.data.form_action_origin());
     view! {
         <!DOCTYPE html>
-        <html lang=state.locale.tag()>
+        <html lang=state.locale.tag() class=state.theme.class()>
             <head>
                 <meta charset="utf-8" />
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
-                <meta name="color-scheme" content="light dark" />
+                <meta name="color-scheme" content=state.theme.color_scheme() />
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml" />
-                <link rel="stylesheet" href=STYLESHEET />
+                <link rel="stylesheet" href=assets::stylesheet() />
                 <HydrationScripts options />
                 <MetaTags />
             </head>

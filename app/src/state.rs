@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::AppError;
 use crate::i18n::Locale;
+use crate::theme::Theme;
 
 /// Per-request page state. The server builds it (middleware, then the page's handler) and
 /// puts it in the request extensions; the page reads it during SSR and the browser
@@ -21,6 +22,8 @@ pub struct PageState {
     /// The path and query of the request, where the language switch returns to.
     pub path: String,
     pub locale: Locale,
+    /// The colour theme chosen, or the system's.
+    pub theme: Theme,
     pub user: Option<SignedInUser>,
     /// Set when a form post is answered with the page itself (not a redirect).
     pub feedback: Option<FormFeedback>,

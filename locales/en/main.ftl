@@ -6,6 +6,12 @@ language-label = Language
 language-en = English
 language-ja = 日本語
 
+## Theme switch
+theme-label = Theme
+theme-system = System
+theme-light = Light
+theme-dark = Dark
+
 ## Sign-in card
 sign-in-title = Sign in
 sign-in-user-name = User name
@@ -23,6 +29,7 @@ change-password-hint = 12 to 128 bytes (a Latin letter is one byte, a Japanese c
 change-password-submit = Change password
 
 ## Header and dashboard
+skip-to-content = Skip to content
 nav-dashboard = Dashboard
 nav-change-password = Change password
 sign-out = Sign out
@@ -254,6 +261,11 @@ dashboard-expires-in = { $minutes ->
    *[other] in { $minutes } minutes
 }
 dashboard-expires-soon = in less than a minute
+countdown-milestone = { $name } expires in { $minutes ->
+    [one] 1 minute
+   *[other] { $minutes } minutes
+}
+countdown-expired = { $name } has expired
 dashboard-expires-in-hours = in { $hours } h { $minutes } min
 dashboard-connect = Connect command
 dashboard-copy = Copy

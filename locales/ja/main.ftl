@@ -6,6 +6,12 @@ language-label = 言語
 language-en = English
 language-ja = 日本語
 
+## Theme switch
+theme-label = テーマ
+theme-system = システム
+theme-light = ライト
+theme-dark = ダーク
+
 ## Sign-in card
 sign-in-title = サインイン
 sign-in-user-name = ユーザー名
@@ -23,6 +29,7 @@ change-password-hint = 12〜128 バイト（英字は 1 文字 1 バイト、日
 change-password-submit = パスワードを変更
 
 ## Header and dashboard
+skip-to-content = 本文へスキップ
 nav-dashboard = ダッシュボード
 nav-change-password = パスワードの変更
 sign-out = サインアウト
@@ -242,6 +249,8 @@ dashboard-col-expires = 期限
 dashboard-col-addresses = アドレス
 dashboard-expires-in = あと { $minutes } 分
 dashboard-expires-soon = 1 分以内
+countdown-milestone = { $name } はあと { $minutes } 分で期限切れになります
+countdown-expired = { $name } は期限切れになりました
 dashboard-expires-in-hours = あと { $hours } 時間 { $minutes } 分
 dashboard-connect = 接続コマンド
 dashboard-copy = コピー

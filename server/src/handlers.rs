@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use app::{AppError, Locale, PageState, paths};
+use app::{AppError, Locale, PageState, Theme, paths};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -16,7 +16,7 @@ use tower_sessions::Session;
 use crate::AppState;
 use crate::form::Form;
 use crate::middleware::{
-    CurrentUser, LOCALE_COOKIE, client_ip, internal_error, remembering_cookie,
+    CurrentUser, LOCALE_COOKIE, THEME_COOKIE, client_ip, internal_error, remembering_cookie,
 };
 use crate::pages;
 use crate::session::AUTH_KEY;
@@ -202,14 +202,34 @@ pub(crate) async fn start_session(
 /// `POST /locale` with `lang` (`en` or `ja`) and `next` (a path on this site): remembers
 /// the language for a year and goes back to `next`.
 pub async fn set_locale(State(app): State<AppState>, request: Request) -> Response {
+    let known = |tag: &str| Locale::from_tag(tag).map(Locale::tag);
+    remember_choice(&app, request, "lang", LOCALE_COOKIE, known).await
+}
+
+/// `POST /theme` with `theme` (`system`, `light` or `dark`, [`Theme`]) and `next`:
+/// remembers the theme for a year and goes back to `next`.
+pub async fn set_theme(State(app): State<AppState>, request: Request) -> Response {
+    let known = |tag: &str| Theme::from_tag(tag).map(Theme::tag);
+    remember_choice(&app, request, "theme", THEME_COOKIE, known).await
+}
+
+/// A switch's form: the value of `field`, when `known` accepts it, remembered in `cookie`;
+/// then back to `next`, a path on this site (else the dashboard).
+async fn remember_choice(
+    app: &AppState,
+    request: Request,
+    field: &str,
+    cookie: &str,
+    known: impl Fn(&str) -> Option<&'static str>,
+) -> Response {
     let form = match Form::read(request.into_body()).await {
         Ok(form) => form,
         Err(_) => return Redirect::to(paths::DASHBOARD).into_response(),
     };
     let next = local_path(form.get("next")).unwrap_or_else(|| paths::DASHBOARD.to_owned());
     let mut response = Redirect::to(&next).into_response();
-    if let Some(locale) = Locale::from_tag(form.get("lang"))
-        && let Some(value) = remembering_cookie(LOCALE_COOKIE, locale.tag(), app.config.https)
+    if let Some(tag) = known(form.get(field))
+        && let Some(value) = remembering_cookie(cookie, tag, app.config.https)
     {
         response.headers_mut().append(header::SET_COOKIE, value);
     }

@@ -6,6 +6,7 @@
 mod account;
 mod admin;
 mod api;
+pub mod assets;
 mod claims;
 pub mod config;
 #[cfg(feature = "dev-cluster")]

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use app::security::content_security_policy;
-use app::{AppError, Locale, Navigation, Page, PageState, paths};
+use app::{AppError, Locale, Navigation, Page, PageState, Theme, paths};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -21,6 +21,9 @@ use banlieue_identity::SessionGrant;
 
 /// The cookie remembering the chosen language.
 pub const LOCALE_COOKIE: &str = "banlieue-lang";
+
+/// The cookie remembering the chosen colour theme ([`app::Theme`]).
+pub const THEME_COOKIE: &str = "banlieue-theme";
 
 /// The signed-in user's record, for handlers (in the request extensions).
 #[derive(Debug, Clone)]
@@ -183,6 +186,7 @@ pub async fn session_user(
     next: Next,
 ) -> Response {
     let locale = locale_of(request.headers());
+    let theme = theme_of(request.headers());
     let source = client_ip(request.extensions());
     let user = match load_user(&app, &session, source).await {
         Ok(user) => user,
@@ -223,6 +227,7 @@ pub async fn session_user(
         page,
         path,
         locale,
+        theme,
         user: user.as_ref().map(signed_in_user),
         nav,
         ..PageState::default()
@@ -283,6 +288,7 @@ fn is_public(path: &str) -> bool {
                 | "/healthz"
                 | "/readyz"
                 | paths::LOCALE
+                | paths::THEME
                 | paths::KUBECONFIG
                 | endpoints::DISCOVERY
                 | endpoints::JWKS
@@ -344,14 +350,21 @@ pub fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
 }
 
 /// A `Set-Cookie` value remembering `value` as `name` for a year, for this site's pages
-/// only (`HttpOnly`, `SameSite=Lax`; `Secure` over https): the language and the
-/// lifetime of the last claim.
+/// only (`HttpOnly`, `SameSite=Lax`; `Secure` over https): the language, the theme and
+/// the lifetime of the last claim.
 pub fn remembering_cookie(name: &str, value: &str, https: bool) -> Option<HeaderValue> {
     let secure = if https { "; Secure" } else { "" };
     HeaderValue::from_str(&format!(
         "{name}={value}; Path=/; Max-Age=31536000; SameSite=Lax; HttpOnly{secure}"
     ))
     .ok()
+}
+
+/// The colour theme: the remembered choice, else the system's.
+pub fn theme_of(headers: &HeaderMap) -> Theme {
+    cookie_value(headers, THEME_COOKIE)
+        .and_then(|tag| Theme::from_tag(&tag))
+        .unwrap_or_default()
 }
 
 /// The language: the remembered choice, else `Accept-Language`, else English.

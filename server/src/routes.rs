@@ -16,7 +16,9 @@ use prometheus_client::registry::Registry;
 
 use crate::admin::UserAction;
 use crate::config::Config;
-use crate::{account, admin, claims, handlers, middleware, oidc, pages, pools, roles, session};
+use crate::{
+    account, admin, assets, claims, handlers, middleware, oidc, pages, pools, roles, session,
+};
 
 /// What every handler may use.
 #[derive(Clone)]
@@ -57,7 +59,8 @@ impl FromRef<AppState> for LeptosOptions {
 }
 
 /// Builds the console's HTTP surface. Layers, outermost first: security headers,
-/// same-origin check, session, session user + access rules.
+/// same-origin check, session, session user + access rules. The site's files
+/// ([`assets`]) are public and need no session: only the security headers wrap them.
 pub fn router(state: AppState, sessions: SessionBackend) -> Router {
     // Leptos' renderer spawns on this executor; a second call is a harmless no-op.
     let _ = any_spawner::Executor::init_tokio();
@@ -86,6 +89,7 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
         )
         .route(paths::SIGN_OUT, post(handlers::sign_out))
         .route(paths::LOCALE, post(handlers::set_locale))
+        .route(paths::THEME, post(handlers::set_theme))
         .route(
             paths::USERS,
             get(admin::users_page).post(admin::create_user),
@@ -154,6 +158,7 @@ pub fn router(state: AppState, sessions: SessionBackend) -> Router {
             state.clone(),
             middleware::client_address_layer,
         ))
+        .nest(assets::PREFIX, assets::router(&state.leptos))
         .layer(from_fn_with_state(
             state.clone(),
             middleware::security_headers,

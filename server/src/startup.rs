@@ -560,14 +560,19 @@ fn spawn_controllers(
 }
 
 /// Leptos' options: the site cargo-leptos builds (`target/site`, or `LEPTOS_SITE_ROOT`,
-/// which cargo-leptos sets when it runs the server) and our listen address.
+/// which cargo-leptos sets when it runs the server), our listen address, and hashed file
+/// names when the build wrote their hashes beside the binary ([`app::assets::HASH_FILE`];
+/// Leptos would panic looking for a hash file that is not there).
 pub fn leptos_options(config: &Config) -> LeptosOptions {
     let site_root = std::env::var("LEPTOS_SITE_ROOT").unwrap_or_else(|_| "target/site".into());
+    let hashed = app::assets::hash_file().is_some_and(|file| file.is_file());
     LeptosOptions::builder()
         .output_name("banlieue-console")
         .site_root(site_root)
         .site_pkg_dir("pkg")
         .site_addr(config.listen)
+        .hash_files(hashed)
+        .hash_file(app::assets::HASH_FILE.into())
         .build()
 }
 

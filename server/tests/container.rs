@@ -174,20 +174,32 @@ fn the_image_holds_the_production_server_and_the_site() {
         "the server is built in release without the dev-cluster feature: {build:?}"
     );
     assert!(
-        build
-            .iter()
-            .any(|run| run.contains("cargo leptos build --release --frontend-only")),
-        "the site is built: {build:?}"
+        build.iter().any(
+            |run| run.contains("cargo leptos build --release --frontend-only")
+                && run.contains("--precompress")
+        ),
+        "the site is built, with brotli and gzip copies of its files: {build:?}"
     );
     let copied = copied_from_build();
     let site = leptos_metadata("site-root");
     assert_eq!(
         copied.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>(),
-        [format!("target/release/{binary}"), site],
-        "the image takes the binary and the site"
+        [
+            format!("target/release/{binary}"),
+            "target/release/hash.txt".to_owned(),
+            site
+        ],
+        "the image takes the binary, the hashes of the site's file names and the site"
+    );
+    // Leptos looks for the hashes beside the binary (app::assets::hash_file).
+    assert_eq!(
+        Path::new(&copied[1].1),
+        Path::new(&copied[0].1)
+            .with_file_name(app::assets::HASH_FILE)
+            .as_path()
     );
     // The server reads the site from LEPTOS_SITE_ROOT; the binary is the entry point.
-    assert_eq!(env("LEPTOS_SITE_ROOT"), copied[1].1);
+    assert_eq!(env("LEPTOS_SITE_ROOT"), copied[2].1);
     assert_eq!(
         final_stage("ENTRYPOINT"),
         [format!(r#"["{}"]"#, copied[0].1)]

@@ -51,6 +51,73 @@ async fn the_language_switch_remembers_the_choice_and_returns() {
 }
 
 #[tokio::test]
+async fn the_theme_switch_remembers_the_choice_and_returns() {
+    let app = TestApp::new().await;
+    // No choice: the page follows the browser.
+    let page = app.send(get("/sign-in", None)).await;
+    assert!(
+        page.body.contains("<html lang=\"en\" class=\"\""),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains("<meta name=\"color-scheme\" content=\"light dark\"")
+    );
+
+    for (theme, class, scheme) in [
+        ("dark", "dark", "dark"),
+        ("light", "light", "light"),
+        ("system", "", "light dark"),
+    ] {
+        let response = app
+            .send(post_form(
+                "/theme",
+                form(&[("theme", theme), ("next", "/sign-in")]),
+                None,
+            ))
+            .await;
+        assert_eq!(response.status, StatusCode::SEE_OTHER);
+        assert_eq!(response.location(), Some("/sign-in"));
+        let cookie = response.header("set-cookie").unwrap();
+        assert!(
+            cookie.starts_with(&format!("banlieue-theme={theme};")),
+            "{cookie}"
+        );
+        assert!(cookie.contains("Max-Age=31536000"), "{cookie}");
+        let page = app
+            .send(get("/sign-in", Some(&format!("banlieue-theme={theme}"))))
+            .await;
+        assert!(
+            page.body
+                .contains(&format!("<html lang=\"en\" class=\"{class}\"")),
+            "{theme}: {}",
+            page.body
+        );
+        assert!(
+            page.body
+                .contains(&format!("<meta name=\"color-scheme\" content=\"{scheme}\""))
+        );
+    }
+
+    // An unknown theme is not remembered; a foreign `next` is not followed.
+    let odd = app
+        .send(post_form(
+            "/theme",
+            form(&[("theme", "sepia"), ("next", "//evil.example")]),
+            None,
+        ))
+        .await;
+    assert_eq!(odd.status, StatusCode::SEE_OTHER);
+    assert_eq!(odd.location(), Some("/"));
+    assert_eq!(odd.header("set-cookie"), None);
+    let page = app
+        .send(get("/sign-in", Some("banlieue-theme=sepia")))
+        .await;
+    assert!(page.body.contains("<html lang=\"en\" class=\"\""));
+}
+
+#[tokio::test]
 async fn pages_carry_a_nonce_csp_and_security_headers() {
     let app = TestApp::new().await;
     let page = app.send(get("/sign-in", None)).await;
@@ -171,7 +238,7 @@ async fn refusals_outside_a_form_are_console_pages_with_a_way_onward() {
     let looks_like_the_console = |page: &TestResponse| {
         page.body.contains(&format!(
             "<link rel=\"stylesheet\" href=\"{}\"",
-            app::STYLESHEET
+            app::assets::stylesheet()
         )) && page.body.contains("class=\"min-h-screen bg-slate-50")
     };
 

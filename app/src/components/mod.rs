@@ -2,30 +2,29 @@
 
 use leptos::prelude::*;
 
-use crate::{AppError, Locale, Notice, page_state, paths};
+use crate::{AppError, Locale, Notice, Theme, page_state, paths};
 
-/// The success message of the last action, announced politely.
-#[component]
-pub fn NoticeBanner(notice: Notice) -> impl IntoView {
-    let locale = page_state().locale;
-    view! {
-        <p
-            role="status"
-            class="rounded-lg border border-emerald-200 bg-emerald-50 px-3 py-2 text-sm text-emerald-800 dark:border-emerald-900 dark:bg-emerald-950 dark:text-emerald-200"
-        >
-            {notice.message(locale)}
-        </p>
-    }
-}
+/// Classes of the notice, the success message of the last action.
+const NOTICE: &str = "rounded-lg border border-emerald-200 bg-emerald-50 px-3 py-2 text-sm text-emerald-800 dark:border-emerald-900 dark:bg-emerald-950 dark:text-emerald-200";
 
 /// The feedback and notice of this render, if any. A page whose notice can stop holding
-/// while it is open gives `notice`, which then replaces the request's.
+/// while it is open gives `notice`, which then replaces the request's. The notice's
+/// polite live region (`role="status"`) is on the page from the start, empty and out of
+/// sight without a notice, so a screen reader announces a notice that comes or changes
+/// while the page is open (one inserted with its region may be missed).
 #[component]
 pub fn Messages(#[prop(optional, into)] notice: Option<Signal<Option<Notice>>>) -> impl IntoView {
     let state = page_state();
+    let locale = state.locale;
     let notice = notice.unwrap_or_else(|| Signal::stored(state.notice));
     view! {
-        {move || notice.get().map(|notice| view! { <NoticeBanner notice /> })}
+        <p
+            role="status"
+            class=move || if notice.with(Option::is_some) { NOTICE } else { "sr-only" }
+            data-testid="notice"
+        >
+            {move || notice.get().map(|notice| notice.message(locale))}
+        </p>
         {state.feedback.map(|f| view! { <ErrorAlert error=f.error /> })}
     }
 }
@@ -82,6 +81,42 @@ pub fn LanguageSwitch() -> impl IntoView {
                             }
                         >
                             {locale.t(&format!("language-{}", option.tag()))}
+                        </button>
+                    }
+                })
+                .collect_view()}
+        </form>
+    }
+}
+
+/// The theme switch (system, light, dark): a plain form like the language switch, the
+/// server remembering the choice in a cookie and sending the browser back to this page.
+#[component]
+pub fn ThemeSwitch() -> impl IntoView {
+    let state = page_state();
+    let locale = state.locale;
+    let chosen = state.theme;
+    view! {
+        <form method="post" action=paths::THEME class="flex items-center gap-1 text-sm">
+            <input type="hidden" name="next" value=state.path />
+            <span class="sr-only">{locale.t("theme-label")}</span>
+            {Theme::ALL
+                .into_iter()
+                .map(|option| {
+                    let current = option == chosen;
+                    view! {
+                        <button
+                            type="submit"
+                            name="theme"
+                            value=option.tag()
+                            aria-pressed=if current { "true" } else { "false" }
+                            class=if current {
+                                "whitespace-nowrap rounded-md px-2 py-1 font-semibold text-indigo-700 dark:text-indigo-300"
+                            } else {
+                                "whitespace-nowrap rounded-md px-2 py-1 text-slate-500 hover:text-slate-900 dark:text-slate-400 dark:hover:text-white"
+                            }
+                        >
+                            {locale.t(&format!("theme-{}", option.tag()))}
                         </button>
                     }
                 })
@@ -275,6 +310,7 @@ pub fn AppHeader() -> impl IntoView {
         crate::pages::encode(&state.path)
     );
     view! {
+        <SkipLink />
         <header class="border-b border-slate-200 bg-white/80 dark:border-slate-800 dark:bg-slate-900/80">
             <div class="mx-auto flex max-w-5xl flex-wrap items-center gap-x-6 gap-y-2 px-4 py-3">
                 <a href=paths::DASHBOARD.to_owned() class="font-semibold tracking-tight">
@@ -336,10 +372,27 @@ pub fn AppHeader() -> impl IntoView {
                         }
                     }}
                     <LanguageSwitch />
+                    <ThemeSwitch />
                     <SignOutButton />
                 </div>
             </div>
         </header>
+    }
+}
+
+/// The first stop of the keyboard on a page with the header: a link past it to the page's
+/// `<main id="main">`, hidden until focused (WCAG 2.4.1, bypass blocks).
+#[component]
+pub fn SkipLink() -> impl IntoView {
+    let locale = page_state().locale;
+    view! {
+        <a
+            href="#main"
+            class="sr-only focus:not-sr-only focus:fixed focus:start-2 focus:top-2 focus:z-50 focus:rounded-lg focus:bg-white focus:px-4 focus:py-2 focus:font-semibold focus:text-indigo-800 focus:shadow-lg focus:outline-2 focus:outline-indigo-600 dark:focus:bg-slate-900 dark:focus:text-indigo-200"
+            data-testid="skip-link"
+        >
+            {locale.t("skip-to-content")}
+        </a>
     }
 }
 

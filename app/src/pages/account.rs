@@ -16,7 +16,7 @@ pub fn Account() -> impl IntoView {
     let th = "px-3 py-2 text-left font-medium";
     view! {
         <AppHeader />
-        <main class="mx-auto max-w-5xl space-y-8 px-4 py-8">
+        <main id="main" tabindex="-1" class="mx-auto max-w-5xl space-y-8 px-4 py-8">
             <h1 class="text-2xl font-semibold tracking-tight">{locale.t("account-title")}</h1>
             <Messages />
             <p>
@@ -34,7 +34,7 @@ pub fn Account() -> impl IntoView {
                         </a>
                     }.into_any()
                 } else {
-                    view! { <p class="text-sm text-slate-500">{locale.t("error-no-cluster-configured")}</p> }.into_any()
+                    view! { <p class="text-sm text-slate-500 dark:text-slate-400">{locale.t("error-no-cluster-configured")}</p> }.into_any()
                 }}
             </section>
             {(!access.is_empty()).then(|| view! { <WhatCanIDo access /> })}
@@ -66,7 +66,7 @@ pub fn Account() -> impl IntoView {
                                             </td>
                                             <td class="px-3 py-2 text-right">
                                                 {if session.current {
-                                                    view! { <span class="text-xs text-slate-500">{locale.t("account-session-current")}</span> }.into_any()
+                                                    view! { <span class="text-xs text-slate-500 dark:text-slate-400">{locale.t("account-session-current")}</span> }.into_any()
                                                 } else {
                                                     view! {
                                                         <form method="post" action=action>

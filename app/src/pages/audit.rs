@@ -12,7 +12,7 @@ pub fn Audit() -> impl IntoView {
     let state = page_state();
     let locale = state.locale;
     let PageData::Audit(view) = state.data else {
-        return view! { <AppHeader /> <main class="mx-auto max-w-6xl px-4 py-8"><Messages /></main> }
+        return view! { <AppHeader /> <main id="main" tabindex="-1" class="mx-auto max-w-6xl px-4 py-8"><Messages /></main> }
             .into_any();
     };
     let AuditFilter {
@@ -44,7 +44,7 @@ pub fn Audit() -> impl IntoView {
     let th = "px-3 py-2 text-left font-medium";
     view! {
         <AppHeader />
-        <main class="mx-auto max-w-6xl space-y-6 px-4 py-8">
+        <main id="main" tabindex="-1" class="mx-auto max-w-6xl space-y-6 px-4 py-8">
             <h1 class="text-2xl font-semibold tracking-tight">{locale.t("audit-title")}</h1>
             <Messages />
             <form method="get" action=paths::AUDIT class="grid gap-3 sm:grid-cols-3 lg:grid-cols-7 lg:items-end">

@@ -3,7 +3,7 @@ use leptos::prelude::*;
 use super::CARD_CLASS;
 use super::sign_in::CredentialFields;
 use super::users::SECONDARY_BUTTON;
-use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton, submit_once};
+use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton, ThemeSwitch, submit_once};
 use crate::{PageData, page_state, paths};
 
 /// The OIDC authorization page (SPEC §4): the console's sign-in card for a person who is
@@ -14,7 +14,7 @@ pub fn Authorize() -> impl IntoView {
     let state = page_state();
     let locale = state.locale;
     let PageData::Authorize(view) = state.data else {
-        return view! { <main /> }.into_any();
+        return view! { <main id="main" tabindex="-1" /> }.into_any();
     };
     // The command-line tool is the one client with a redirect URI (the console has none).
     let (client, detail) = (locale.t("authorize-client-cli"), "authorize-confirm-detail");
@@ -94,13 +94,16 @@ pub fn Authorize() -> impl IntoView {
         .into_any(),
     };
     view! {
-        <main class="flex min-h-screen flex-col items-center justify-center gap-6 px-4">
+        <main id="main" tabindex="-1" class="flex min-h-screen flex-col items-center justify-center gap-6 px-4">
             <div class="text-center">
                 <p class="text-2xl font-semibold tracking-tight">{locale.t("app-name")}</p>
                 <p class="text-sm text-slate-500 dark:text-slate-400">{locale.t("app-tagline")}</p>
             </div>
             {card}
-            <LanguageSwitch />
+            <div class="flex flex-wrap items-center justify-center gap-x-4 gap-y-2">
+                <LanguageSwitch />
+                <ThemeSwitch />
+            </div>
         </main>
     }
     .into_any()

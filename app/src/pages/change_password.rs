@@ -20,7 +20,7 @@ pub fn ChangePassword() -> impl IntoView {
     };
     view! {
         <AppHeader />
-        <main class="flex justify-center px-4 py-12">
+        <main id="main" tabindex="-1" class="flex justify-center px-4 py-12">
             <section class=CARD_CLASS aria-labelledby="change-password-title">
                 <h1 id="change-password-title" class="mb-2 text-xl font-semibold">
                     {locale.t("change-password-title")}

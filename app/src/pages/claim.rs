@@ -17,7 +17,7 @@ pub fn ClaimDetail() -> impl IntoView {
     let state = page_state();
     let locale = state.locale;
     let PageData::Claim(view_data) = state.data else {
-        return view! { <AppHeader /> <main class="mx-auto max-w-3xl px-4 py-8"><Messages /></main> }
+        return view! { <AppHeader /> <main id="main" tabindex="-1" class="mx-auto max-w-3xl px-4 py-8"><Messages /></main> }
             .into_any();
     };
     let events = paths::claim_events(&view_data.claim.namespace, &view_data.claim.name);
@@ -25,7 +25,7 @@ pub fn ClaimDetail() -> impl IntoView {
     follow_events(events, live);
     view! {
         <AppHeader />
-        <main class="mx-auto max-w-3xl space-y-6 px-4 py-8">
+        <main id="main" tabindex="-1" class="mx-auto max-w-3xl space-y-6 px-4 py-8">
             <a href=paths::DASHBOARD.to_owned() class="text-sm text-indigo-700 hover:underline dark:text-indigo-300">
                 {locale.t("claim-back")}
             </a>
@@ -45,7 +45,7 @@ fn ClaimBody(view: ClaimView, locale: Locale) -> impl IntoView {
     let fact = |label: &'static str, value: String, testid: &'static str| {
         view! {
             <div>
-                <dt class="text-xs font-medium uppercase tracking-wide text-slate-500">{locale.t(label)}</dt>
+                <dt class="text-xs font-medium uppercase tracking-wide text-slate-500 dark:text-slate-400">{locale.t(label)}</dt>
                 <dd class="mt-1 break-all" data-testid=testid>{value}</dd>
             </div>
         }
@@ -79,11 +79,17 @@ fn ClaimBody(view: ClaimView, locale: Locale) -> impl IntoView {
                 {fact("claim-created", view.created_at.clone().unwrap_or_else(not_yet), "claim-created")}
                 {fact("claim-bound", view.bound_at.clone().unwrap_or_else(not_yet), "claim-bound")}
                 <div>
-                    <dt class="text-xs font-medium uppercase tracking-wide text-slate-500">{locale.t("claim-expires")}</dt>
+                    <dt class="text-xs font-medium uppercase tracking-wide text-slate-500 dark:text-slate-400">{locale.t("claim-expires")}</dt>
                     <dd class="mt-1">
                         {match claim.expires_at.clone() {
                             Some(at) => view! {
-                                <Countdown expires_at=at remaining_secs=claim.remaining_secs.unwrap_or_default() locale />
+                                <Countdown
+                                    expires_at=at
+                                    remaining_secs=claim.remaining_secs.unwrap_or_default()
+                                    locale
+                                    name=claim.name.clone()
+                                    announce=true
+                                />
                             }
                             .into_any(),
                             None => not_yet().into_any(),
@@ -96,7 +102,7 @@ fn ClaimBody(view: ClaimView, locale: Locale) -> impl IntoView {
         <section class=card aria-labelledby="connect-title">
             <h2 id="connect-title" class="mb-3 text-lg font-semibold">{locale.t("claim-connect-title")}</h2>
             {if claim.addresses.is_empty() {
-                view! { <p class="text-sm text-slate-500">{locale.t("claim-no-address")}</p> }.into_any()
+                view! { <p class="text-sm text-slate-500 dark:text-slate-400">{locale.t("claim-no-address")}</p> }.into_any()
             } else {
                 view! { <Connect addresses=claim.addresses.clone() copy_id="connect".to_owned() locale /> }.into_any()
             }}
@@ -124,7 +130,7 @@ fn Attestation(
     let card = "rounded-2xl border border-slate-200 bg-white p-6 shadow-sm dark:border-slate-800 dark:bg-slate-900";
     // Before the bind; once Bound, the verdict says why there is none.
     let none = (certificates.is_empty() && verdict.is_none()).then(|| {
-        view! { <p class="text-sm text-slate-500" data-testid="attestation-none">{locale.t("claim-attestation-none")}</p> }
+        view! { <p class="text-sm text-slate-500 dark:text-slate-400" data-testid="attestation-none">{locale.t("claim-attestation-none")}</p> }
     });
     let banner = verdict.map(|verdict| {
         let (key, color) = if verdict.verified {
@@ -145,7 +151,7 @@ fn Attestation(
             </div>
         }
     });
-    let label = "text-xs font-medium uppercase tracking-wide text-slate-500";
+    let label = "text-xs font-medium uppercase tracking-wide text-slate-500 dark:text-slate-400";
     let items = certificates
         .into_iter()
         .map(|certificate| {

@@ -38,7 +38,7 @@ pub fn Dashboard() -> impl IntoView {
     });
     view! {
         <AppHeader />
-        <main class="mx-auto max-w-5xl space-y-8 px-4 py-8">
+        <main id="main" tabindex="-1" class="mx-auto max-w-5xl space-y-8 px-4 py-8">
             <div>
                 <h1 class="text-2xl font-semibold tracking-tight">{locale.t("dashboard-title")}</h1>
                 <p class="mt-1 text-slate-600 dark:text-slate-300" data-testid="welcome">
@@ -105,7 +105,7 @@ fn Pools(
     view! {
         <section aria-labelledby="pools-title" class="space-y-3">
             <h2 id="pools-title" class="text-lg font-semibold">{locale.t("dashboard-pools-title")}</h2>
-            {empty.then(|| view! { <p class="text-sm text-slate-500">{locale.t("dashboard-no-pools")}</p> })}
+            {empty.then(|| view! { <p class="text-sm text-slate-500 dark:text-slate-400">{locale.t("dashboard-no-pools")}</p> })}
             <ul class="grid gap-4 sm:grid-cols-2">
                 {pools
                     .into_iter()
@@ -158,12 +158,12 @@ fn Pools(
                             }
                             .into_any()
                         } else {
-                            view! { <p class="mt-4 text-sm text-slate-500">{locale.t("dashboard-claim-forbidden")}</p> }.into_any()
+                            view! { <p class="mt-4 text-sm text-slate-500 dark:text-slate-400">{locale.t("dashboard-claim-forbidden")}</p> }.into_any()
                         };
                         view! {
                             <li class=card data-testid="pool" data-pool=pool.name.clone()>
                                 <p class="font-semibold">{pool.name.clone()}</p>
-                                <p class="text-xs text-slate-500">{pool.namespace.clone()}</p>
+                                <p class="text-xs text-slate-500 dark:text-slate-400">{pool.namespace.clone()}</p>
                                 <p class="mt-2 text-sm" data-testid="pool-counts">{counts}</p>
                                 {form}
                             </li>
@@ -193,8 +193,8 @@ fn Claims(claims: Vec<ClaimRow>, everyone: bool, locale: Locale) -> impl IntoVie
     view! {
         <section aria-labelledby=id class="space-y-3">
             <h2 id=id class="text-lg font-semibold">{locale.t(title)}</h2>
-            {(!everyone).then(|| view! { <p class="text-xs text-slate-500">{locale.t("dashboard-refresh-hint")}</p> })}
-            {(empty && !everyone).then(|| view! { <p class="text-sm text-slate-500" data-testid="no-claims">{locale.t("dashboard-no-claims")}</p> })}
+            {(!everyone).then(|| view! { <p class="text-xs text-slate-500 dark:text-slate-400">{locale.t("dashboard-refresh-hint")}</p> })}
+            {(empty && !everyone).then(|| view! { <p class="text-sm text-slate-500 dark:text-slate-400" data-testid="no-claims">{locale.t("dashboard-no-claims")}</p> })}
             // No table without rows: the sentence above says there is nothing.
             {(!empty).then(|| view! {
                 <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
@@ -240,11 +240,17 @@ fn ClaimLine(claim: ClaimRow, everyone: bool, locale: Locale) -> impl IntoView {
             <td class="px-3 py-2" data-label=locale.t("dashboard-col-pool")>{claim.pool.clone()}</td>
             <td class="px-3 py-2" data-label=locale.t("dashboard-col-phase")>
                 <PhaseBadge phase=claim.phase locale />
-                {(!detail.is_empty()).then(|| view! { <p class="mt-1 text-xs text-slate-500" data-testid="claim-reason">{detail}</p> })}
+                {(!detail.is_empty()).then(|| view! { <p class="mt-1 text-xs text-slate-500 dark:text-slate-400" data-testid="claim-reason">{detail}</p> })}
             </td>
             <td class="px-3 py-2" data-label=locale.t("dashboard-col-expires")>
                 {claim.expires_at.clone().map(|at| view! {
-                    <Countdown expires_at=at remaining_secs=claim.remaining_secs.unwrap_or_default() locale />
+                    <Countdown
+                        expires_at=at
+                        remaining_secs=claim.remaining_secs.unwrap_or_default()
+                        locale
+                        name=claim.name.clone()
+                        announce=!everyone
+                    />
                 })}
             </td>
             <td class="px-3 py-2" data-label=locale.t("dashboard-col-addresses")>
@@ -359,10 +365,21 @@ pub(super) fn PhaseBadge(phase: Option<ClaimPhase>, locale: Locale) -> impl Into
 }
 
 /// "in 59 minutes (59:58)", "in 3 h 59 min (3:59:58)", with the instant as its title;
-/// once hydrated it counts down every second, until the session ends.
+/// once hydrated it counts down every second, until the session ends. The clock is no
+/// live region (it would speak every second); with `announce` (once per claim on a page)
+/// a polite one beside it says when claim `name` passes [`MILESTONES`] while the page is
+/// open, and says nothing in between.
 #[component]
-pub(super) fn Countdown(expires_at: String, remaining_secs: i64, locale: Locale) -> impl IntoView {
+pub(super) fn Countdown(
+    expires_at: String,
+    remaining_secs: i64,
+    locale: Locale,
+    name: String,
+    announce: bool,
+) -> impl IntoView {
     let remaining = RwSignal::new(remaining_secs);
+    let passed = Memo::new(move |_| milestone(remaining_secs, remaining.get()));
+    let announcement = move || passed.get().map(|secs| milestone_text(&name, secs, locale));
     #[cfg(feature = "hydrate")]
     {
         // Once the session ended the page is no longer followed: the clock stops with it.
@@ -382,6 +399,35 @@ pub(super) fn Countdown(expires_at: String, remaining_secs: i64, locale: Locale)
     let text = move || countdown_text(remaining.get(), locale);
     view! {
         <time datetime=expires_at.clone() title=expires_at data-testid="countdown">{text}</time>
+        {announce.then(|| view! {
+            <span class="sr-only" aria-live="polite" data-testid="countdown-announcement">{announcement}</span>
+        })}
+    }
+}
+
+/// The times left (seconds) a countdown announces when it reaches them: ten, five and one
+/// minute, and the end.
+pub(super) const MILESTONES: [i64; 4] = [600, 300, 60, 0];
+
+/// The last of [`MILESTONES`] reached counting down from `start` to `now` seconds left,
+/// if any (one reached before the page opened is not announced).
+fn milestone(start: i64, now: i64) -> Option<i64> {
+    MILESTONES
+        .into_iter()
+        .rev()
+        .find(|&m| now <= m && m < start)
+}
+
+/// What the live region says as claim `name` reaches `secs` left.
+fn milestone_text(name: &str, secs: i64, locale: Locale) -> String {
+    let name = ("name", name.to_owned());
+    if secs == 0 {
+        locale.t_with("countdown-expired", &[name])
+    } else {
+        locale.t_with(
+            "countdown-milestone",
+            &[name, ("minutes", (secs / 60).to_string())],
+        )
     }
 }
 
@@ -418,6 +464,45 @@ pub(super) fn ttl_label(secs: u32, locale: Locale) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_countdown_announces_the_milestones_it_reaches_on_the_page_only() {
+        let cases = [
+            // (seconds left when the page opened, now, announced)
+            (900, 900, None),
+            (900, 601, None),
+            (900, 600, Some(600)),
+            (900, 301, Some(600)),
+            (900, 300, Some(300)),
+            (900, 59, Some(60)),
+            (900, 0, Some(0)),
+            // Reached before the page opened: not announced again.
+            (600, 600, None),
+            (600, 599, None),
+            (45, 30, None),
+            (45, 0, Some(0)),
+            (0, 0, None),
+        ];
+        for (start, now, announced) in cases {
+            assert_eq!(milestone(start, now), announced, "{start} → {now}");
+        }
+        assert_eq!(
+            milestone_text("sandbox-x", 300, Locale::En),
+            "sandbox-x expires in 5 minutes"
+        );
+        assert_eq!(
+            milestone_text("sandbox-x", 60, Locale::En),
+            "sandbox-x expires in 1 minute"
+        );
+        assert_eq!(
+            milestone_text("sandbox-x", 0, Locale::En),
+            "sandbox-x has expired"
+        );
+        assert_eq!(
+            milestone_text("sandbox-x", 600, Locale::Ja),
+            "sandbox-x はあと 10 分で期限切れになります"
+        );
+    }
 
     #[test]
     fn countdowns_read_in_hours_minutes_or_seconds() {

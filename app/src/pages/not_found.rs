@@ -11,7 +11,7 @@ pub fn NotFound() -> impl IntoView {
     }
     let locale = page_state().locale;
     view! {
-        <main class="flex min-h-screen flex-col items-center justify-center gap-3 px-4 text-center">
+        <main id="main" tabindex="-1" class="flex min-h-screen flex-col items-center justify-center gap-3 px-4 text-center">
             <h1 class="text-2xl font-semibold">{locale.t("not-found-title")}</h1>
             <p class="text-slate-600 dark:text-slate-300">{locale.t("not-found-body")}</p>
             <a href=paths::DASHBOARD class="text-indigo-600 hover:underline dark:text-indigo-400">

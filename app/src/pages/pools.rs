@@ -37,13 +37,13 @@ pub fn Pools() -> impl IntoView {
     let empty = view.pools.is_empty();
     view! {
         <AppHeader />
-        <main class="mx-auto max-w-5xl space-y-8 px-4 py-8">
+        <main id="main" tabindex="-1" class="mx-auto max-w-5xl space-y-8 px-4 py-8">
             <h1 class="text-2xl font-semibold tracking-tight">{locale.t("pools-title")}</h1>
             <Messages />
             {(!can_manage).then(|| view! {
                 <p class="text-sm text-slate-600 dark:text-slate-300" data-testid="pools-read-only">{locale.t("pools-read-only")}</p>
             })}
-            {empty.then(|| view! { <p class="text-sm text-slate-500" data-testid="no-pools">{locale.t("pools-none")}</p> })}
+            {empty.then(|| view! { <p class="text-sm text-slate-500 dark:text-slate-400" data-testid="no-pools">{locale.t("pools-none")}</p> })}
             {(!empty).then(|| view! {
                 <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
                     <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="pools-table">
@@ -83,7 +83,7 @@ pub fn Pools() -> impl IntoView {
                                 });
                                 view! {
                                     <tr data-pool=pool.name.clone()>
-                                        <td class="px-3 py-2"><span class="font-medium">{pool.name.clone()}</span><br /><span class="text-xs text-slate-500">{pool.namespace.clone()}</span></td>
+                                        <td class="px-3 py-2"><span class="font-medium">{pool.name.clone()}</span><br /><span class="text-xs text-slate-500 dark:text-slate-400">{pool.namespace.clone()}</span></td>
                                         <td class="px-3 py-2">{sizes}</td>
                                         <td class="px-3 py-2 text-xs">{format!("{} · {} · {} CPU · {}", pool.image, pool.image_revision, pool.cpu, pool.memory)}</td>
                                         {actions}

@@ -50,7 +50,7 @@ pub fn Roles() -> impl IntoView {
     };
     view! {
         <AppHeader />
-        <main class="mx-auto max-w-5xl space-y-8 px-4 py-8">
+        <main id="main" tabindex="-1" class="mx-auto max-w-5xl space-y-8 px-4 py-8">
             <h1 class="text-2xl font-semibold tracking-tight">{locale.t("roles-title")}</h1>
             <Messages />
             <RoleList title=locale.t("roles-builtin-title") roles=view.builtin editable=false locale />
@@ -115,7 +115,7 @@ fn RoleList(title: String, roles: Vec<RoleRow>, editable: bool, locale: Locale) 
         <section class="space-y-3">
             <h2 class="text-lg font-semibold">{title}</h2>
             // No table without rows: a sentence says there is none.
-            {empty.then(|| view! { <p class="text-sm text-slate-500" data-testid=format!("{table}-empty")>{locale.t(none)}</p> })}
+            {empty.then(|| view! { <p class="text-sm text-slate-500 dark:text-slate-400" data-testid=format!("{table}-empty")>{locale.t(none)}</p> })}
             {(!empty).then(|| view! {
                 <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
                     <table class="table-stack min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid=table>

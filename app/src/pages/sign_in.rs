@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 
 use super::{CARD_CLASS, INPUT_CLASS};
-use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton, submit_once};
+use crate::components::{ErrorAlert, LanguageSwitch, SubmitButton, ThemeSwitch, submit_once};
 use crate::{page_state, paths};
 
 /// The sign-in card. Posts to the server, which redirects on success and answers a
@@ -23,7 +23,7 @@ pub fn SignIn() -> impl IntoView {
         .unwrap_or_default();
     let error = state.feedback.map(|f| f.error);
     view! {
-        <main class="flex min-h-screen flex-col items-center justify-center gap-6 px-4">
+        <main id="main" tabindex="-1" class="flex min-h-screen flex-col items-center justify-center gap-6 px-4">
             <div class="text-center">
                 <p class="text-2xl font-semibold tracking-tight">{locale.t("app-name")}</p>
                 <p class="text-sm text-slate-500 dark:text-slate-400">{locale.t("app-tagline")}</p>
@@ -47,7 +47,10 @@ pub fn SignIn() -> impl IntoView {
                     />
                 </form>
             </section>
-            <LanguageSwitch />
+            <div class="flex flex-wrap items-center justify-center gap-x-4 gap-y-2">
+                <LanguageSwitch />
+                <ThemeSwitch />
+            </div>
         </main>
     }
 }

@@ -15,7 +15,7 @@ pub fn UserDetail() -> impl IntoView {
     let state = page_state();
     let locale = state.locale;
     let PageData::User(view) = state.data else {
-        return view! { <AppHeader /> <main class="mx-auto max-w-6xl px-4 py-8"><Messages /></main> }
+        return view! { <AppHeader /> <main id="main" tabindex="-1" class="mx-auto max-w-6xl px-4 py-8"><Messages /></main> }
             .into_any();
     };
     let user = view.user;
@@ -35,7 +35,7 @@ pub fn UserDetail() -> impl IntoView {
     let card = "rounded-2xl border border-slate-200 bg-white p-6 shadow-sm dark:border-slate-800 dark:bg-slate-900";
     view! {
         <AppHeader />
-        <main class="mx-auto max-w-3xl space-y-6 px-4 py-8">
+        <main id="main" tabindex="-1" class="mx-auto max-w-3xl space-y-6 px-4 py-8">
             <a href=paths::USERS.to_owned() class="text-sm text-indigo-700 hover:underline dark:text-indigo-300">
                 {locale.t("user-back")}
             </a>

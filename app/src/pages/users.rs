@@ -10,7 +10,7 @@ pub fn Users() -> impl IntoView {
     let state = page_state();
     let locale = state.locale;
     let PageData::Users(view) = state.data else {
-        return view! { <AppHeader /> <main class="mx-auto max-w-6xl px-4 py-8"><Messages /></main> }
+        return view! { <AppHeader /> <main id="main" tabindex="-1" class="mx-auto max-w-6xl px-4 py-8"><Messages /></main> }
             .into_any();
     };
     let typed = |field: &str| {
@@ -31,7 +31,7 @@ pub fn Users() -> impl IntoView {
     let rows = view.rows.clone();
     view! {
         <AppHeader />
-        <main class="mx-auto max-w-6xl space-y-8 px-4 py-8">
+        <main id="main" tabindex="-1" class="mx-auto max-w-6xl space-y-8 px-4 py-8">
             <div class="flex flex-wrap items-end justify-between gap-4">
                 <div>
                     <h1 class="text-2xl font-semibold tracking-tight">{locale.t("users-title")}</h1>

@@ -90,7 +90,7 @@ impl TestApp {
         throttle: ThrottlePolicy,
         dir: tempfile::TempDir,
     ) -> Self {
-        Self::configured(store, hasher, throttle, dir, &[]).await
+        Self::configured(store, hasher, throttle, dir, &[], None).await
     }
 
     /// A console built from command-line `args` (e.g. `--cluster-server …`), with the
@@ -98,7 +98,24 @@ impl TestApp {
     pub async fn with_args(args: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let store = scratch_store(&dir).await;
-        Self::configured(store, cheap_hasher(), ThrottlePolicy::default(), dir, args).await
+        Self::configured(
+            store,
+            cheap_hasher(),
+            ThrottlePolicy::default(),
+            dir,
+            args,
+            None,
+        )
+        .await
+    }
+
+    /// A console serving the site (the wasm bundle, its script, the CSS) from `site_root`
+    /// instead of `LEPTOS_SITE_ROOT`.
+    pub async fn serving_site(site_root: &std::path::Path) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = scratch_store(&dir).await;
+        let (hasher, throttle) = (cheap_hasher(), ThrottlePolicy::default());
+        Self::configured(store, hasher, throttle, dir, &[], Some(site_root)).await
     }
 
     async fn configured(
@@ -107,6 +124,7 @@ impl TestApp {
         throttle: ThrottlePolicy,
         dir: tempfile::TempDir,
         args: &[&str],
+        site_root: Option<&std::path::Path>,
     ) -> Self {
         // One key-encryption key for every test console, so consoles sharing a store
         // (a restart, a second replica) open each other's signing keys.
@@ -144,12 +162,16 @@ impl TestApp {
             .unwrap();
         let stopping = tokio_util::sync::CancellationToken::new();
         let metrics = Arc::new(startup::metrics_registry(&accounts, None));
+        let mut leptos = startup::leptos_options(&config);
+        if let Some(site_root) = site_root {
+            leptos.site_root = site_root.to_str().unwrap().into();
+        }
         let state = AppState {
             stopping: stopping.clone(),
             accounts: accounts.clone(),
             issuer: issuer.clone(),
             console: server::routes::use_cases(&accounts, None, &config),
-            leptos: std::sync::Arc::new(startup::leptos_options(&config)),
+            leptos: std::sync::Arc::new(leptos),
             tenants: startup::open_tenants(&config, None).await.unwrap(),
             config: Arc::new(config),
         };

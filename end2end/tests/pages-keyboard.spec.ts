@@ -1,0 +1,107 @@
+import { Locator, Page } from '@playwright/test';
+import { test, expect, signInAsAdmin, NEW_ADMIN_PASSWORD } from './fixtures';
+
+// The core journey by keyboard alone (sign in, claim a sandbox, release it, sign out):
+// every stop of the Tab key shows where the focus is, and the first stop on a page with
+// the header is the skip link past it.
+
+/** Fails unless the focused element shows it: an outline or a ring (box shadow). */
+async function expectVisibleFocus(page: Page): Promise<string> {
+  const focus = await page.evaluate(() => {
+    const element = document.activeElement as HTMLElement | null;
+    if (!element || element === document.body) return null;
+    const style = getComputedStyle(element);
+    const box = element.getBoundingClientRect();
+    return {
+      what: `${element.tagName.toLowerCase()} "${(element.textContent ?? '').trim().slice(0, 40)}"`,
+      outline: style.outlineStyle !== 'none' && parseFloat(style.outlineWidth) > 0,
+      ring: style.boxShadow !== 'none',
+      size: box.width > 1 && box.height > 1,
+    };
+  });
+  expect(focus, 'something has the focus').not.toBeNull();
+  expect(focus!.outline || focus!.ring, `the focus shows on ${focus!.what}`).toBe(true);
+  expect(focus!.size, `${focus!.what} is not hidden`).toBe(true);
+  return focus!.what;
+}
+
+/** From a page just loaded: Tab to the skip link, Enter, and the keyboard is in <main>. */
+async function skipToMain(page: Page): Promise<void> {
+  await page.keyboard.press('Tab');
+  await expect(page.getByTestId('skip-link')).toBeFocused();
+  await expectVisibleFocus(page);
+  await page.keyboard.press('Enter');
+  await expect(page.locator('main')).toBeFocused();
+}
+
+/** Presses Tab until `target` has the focus (at most 40 times), each stop showing it;
+ *  nothing when it has it already. */
+async function tabTo(page: Page, target: Locator): Promise<void> {
+  const reached = () => target.evaluate((el) => el === document.activeElement).catch(() => false);
+  for (let i = 0; i < 40 && !(await reached()); i++) {
+    await page.keyboard.press('Tab');
+    await expectVisibleFocus(page);
+  }
+  if (await reached()) return;
+  throw new Error(`Tab never reached ${target}`);
+}
+
+test('sign in, claim, release and sign out with the keyboard alone', async ({ browser, page, initialPassword }, info) => {
+  test.setTimeout(90_000);
+  const js = info.project.use.javaScriptEnabled !== false;
+  // The admin's password is the suite's, whichever spec file ran first.
+  await signInAsAdmin(page, initialPassword);
+  const context = await browser.newContext({ baseURL: info.project.use.baseURL, javaScriptEnabled: js });
+  const keyboard = await context.newPage();
+
+  await keyboard.goto('/sign-in');
+  // The user name has the focus from the start.
+  await expect(keyboard.getByLabel('User name')).toBeFocused();
+  await expectVisibleFocus(keyboard);
+  await keyboard.keyboard.type('admin');
+  await tabTo(keyboard, keyboard.getByLabel('Password', { exact: true }));
+  await keyboard.keyboard.type(NEW_ADMIN_PASSWORD);
+  const live = js ? keyboard.waitForResponse((r) => r.url().endsWith('/events/dashboard')) : null;
+  await keyboard.keyboard.press('Enter');
+  await expect(keyboard.getByTestId('welcome')).toBeVisible();
+  await live;
+
+  // The first Tab shows the skip link; it takes the keyboard past the header.
+  // Out of sight until the keyboard reaches it.
+  expect((await keyboard.getByTestId('skip-link').boundingBox())!.width).toBeLessThanOrEqual(1);
+  await skipToMain(keyboard);
+  await expect(keyboard.getByTestId('skip-link')).toHaveText('Skip to content');
+  await keyboard.keyboard.press('Tab');
+  const inMain = await keyboard.evaluate(() => !!document.activeElement?.closest('main'));
+  expect(inMain, 'after the skip link the next stop is in the page, not the header').toBe(true);
+
+  const pool = keyboard.locator('[data-pool="sandbox"]');
+  const lifetime = pool.getByLabel('Lifetime');
+  await tabTo(keyboard, lifetime);
+  // Type-ahead picks the 15-minute lifetime, as a person would.
+  await keyboard.keyboard.type('15');
+  await expect(lifetime).toHaveValue('900');
+  await tabTo(keyboard, pool.getByRole('button', { name: 'Claim a sandbox' }));
+  await keyboard.keyboard.press('Enter');
+  await expect(keyboard.getByTestId('notice')).toContainText('created');
+
+  const claim = keyboard.getByTestId('claim').first();
+  // Wait for Bound first: a live update renders the row anew.
+  await expect(async () => {
+    if (!js) await keyboard.reload();
+    await expect(claim).toHaveAttribute('data-phase', 'Bound', { timeout: 1000 });
+  }).toPass({ timeout: 20_000 });
+  // The answer to the claim is a new page: the keyboard starts at its top.
+  await skipToMain(keyboard);
+  await tabTo(keyboard, claim.getByText('Release…'));
+  await keyboard.keyboard.press('Enter');
+  await tabTo(keyboard, claim.getByRole('button', { name: 'Release', exact: true }));
+  await keyboard.keyboard.press('Enter');
+  await expect(keyboard.getByTestId('notice')).toContainText('is being released');
+
+  // Sign out is in the header: from the top of the new page.
+  await tabTo(keyboard, keyboard.getByRole('button', { name: 'Sign out' }));
+  await keyboard.keyboard.press('Enter');
+  await expect(keyboard).toHaveURL(/\/sign-in$/);
+  await context.close();
+});
