@@ -1025,14 +1025,7 @@ async fn a_refused_role_form_keeps_what_was_typed_and_ticked() {
 #[tokio::test]
 async fn a_cluster_that_stalls_gets_a_page_saying_so_within_the_request_timeout() {
     // A cluster that takes connections and never answers them.
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", silent.local_addr().unwrap());
-    let held = tokio::spawn(async move {
-        let mut open = Vec::new();
-        while let Ok((socket, _)) = silent.accept().await {
-            open.push(socket);
-        }
-    });
+    let (url, held) = banlieue_testbed::silent_cluster().await;
     let timeout = std::time::Duration::from_secs(1);
     let access = std::sync::Arc::new(
         cluster::Impersonation::new(kube::Config::new(url.parse().unwrap()))

@@ -775,14 +775,7 @@ async fn a_cluster_that_does_not_answer_hides_the_pools_link_without_holding_the
     );
 
     // A cluster that takes connections and never answers them.
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", silent.local_addr().unwrap());
-    let held = tokio::spawn(async move {
-        let mut open = Vec::new();
-        while let Ok((socket, _)) = silent.accept().await {
-            open.push(socket);
-        }
-    });
+    let (url, held) = banlieue_testbed::silent_cluster().await;
     let config = kube::Config::new(url.parse().unwrap());
     let console = Console::new(
         setup.accounts.clone(),
@@ -809,14 +802,7 @@ async fn a_cluster_that_stalls_makes_each_page_unavailable_within_the_request_ti
     let setup = Setup::start().await;
     let alice = setup.person("alice", &["operator"]).await;
     // A cluster that takes connections and never answers them.
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", silent.local_addr().unwrap());
-    let held = tokio::spawn(async move {
-        let mut open = Vec::new();
-        while let Ok((socket, _)) = silent.accept().await {
-            open.push(socket);
-        }
-    });
+    let (url, held) = banlieue_testbed::silent_cluster().await;
     let timeout = std::time::Duration::from_secs(1);
     let console = Console::new(
         setup.accounts.clone(),

@@ -279,3 +279,20 @@ impl TestNamespace {
         let _ = api.delete(&self.name, &DeleteParams::background()).await;
     }
 }
+
+/// A cluster that does not answer: a loopback listener that takes connections and never
+/// replies, for tests of what the console does while the API server stalls. Its URL,
+/// and the task holding the connections (abort it to close them).
+pub async fn silent_cluster() -> (String, tokio::task::JoinHandle<()>) {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let url = format!("http://{}", silent.local_addr().expect("its address"));
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    (url, held)
+}
