@@ -1,10 +1,12 @@
 //! The registry over its two sources: strict at start, lenient on refresh, distrusted
 //! when stale.
 
-use std::path::Path;
+mod support;
+
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::write_tenants;
 use tenants::registry::STALE_AFTER_INTERVALS;
 use tenants::{LoadError, Refresh, TenantRegistry, TenantSource};
 
@@ -29,14 +31,6 @@ fn tenant(id: &str) -> Value {
             "namespaces": [id],
         },
     })
-}
-
-fn write(path: &Path, documents: &[Value]) {
-    let stream: Vec<String> = documents
-        .iter()
-        .map(|d| serde_yaml::to_string(d).unwrap())
-        .collect();
-    std::fs::write(path, stream.join("---\n")).unwrap();
 }
 
 fn ids(registry: &TenantRegistry, now: Instant) -> Vec<String> {
@@ -70,7 +64,7 @@ async fn start_is_strict_about_the_file() {
 
     let mut bad = tenant("globex");
     bad["spec"]["defaultRole"] = json!("admin");
-    write(&path, &[tenant("acme"), bad]);
+    write_tenants(&path, &[tenant("acme"), bad]);
     let refused = TenantRegistry::load(source(), INTERVAL, now)
         .await
         .err()
@@ -83,7 +77,7 @@ async fn start_is_strict_about_the_file() {
         )
     );
 
-    write(&path, &[tenant("acme"), tenant("globex")]);
+    write_tenants(&path, &[tenant("acme"), tenant("globex")]);
     let (registry, warnings) = TenantRegistry::load(source(), INTERVAL, now).await.unwrap();
     assert!(warnings.is_empty());
     assert_eq!(ids(&registry, now), ["acme", "globex"]);
@@ -93,7 +87,7 @@ async fn start_is_strict_about_the_file() {
 async fn a_refresh_drops_only_the_broken_tenant_and_a_failed_read_keeps_the_last_set() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tenants.yaml");
-    write(&path, &[tenant("acme"), tenant("globex")]);
+    write_tenants(&path, &[tenant("acme"), tenant("globex")]);
     let start = Instant::now();
     let (registry, _) =
         TenantRegistry::load(TenantSource::File { path: path.clone() }, INTERVAL, start)
@@ -103,7 +97,7 @@ async fn a_refresh_drops_only_the_broken_tenant_and_a_failed_read_keeps_the_last
     // globex edited into an invalid document at runtime: only globex goes.
     let mut broken = tenant("globex");
     broken["spec"]["oidc"]["jwksURL"] = json!("http://keys.globex.example/jwks");
-    write(&path, &[tenant("acme"), broken]);
+    write_tenants(&path, &[tenant("acme"), broken]);
     let later = start + INTERVAL;
     match registry.refresh(later).await {
         Refresh::Read { tenants, refused } => {
@@ -134,7 +128,7 @@ async fn a_refresh_drops_only_the_broken_tenant_and_a_failed_read_keeps_the_last
     );
 
     // Fixed: trusted again from that read.
-    write(&path, &[tenant("acme"), tenant("globex")]);
+    write_tenants(&path, &[tenant("acme"), tenant("globex")]);
     let fixed = later + allowed + INTERVAL;
     assert!(matches!(
         registry.refresh(fixed).await,
