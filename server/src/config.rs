@@ -43,9 +43,6 @@ pub struct ControllersArgs {
     /// This replica's identity in the Lease [default: HOSTNAME and process id].
     #[arg(long, env = "BANLIEUE_CONTROLLER_IDENTITY")]
     pub identity: Option<String>,
-    /// Also run the simulated provider (development: VMs Ready after 2 s, no hypervisor).
-    #[arg(long, env = "BANLIEUE_SIMULATED_PROVIDER")]
-    pub simulated_provider: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -206,6 +203,29 @@ pub struct Settings {
         action = clap::ArgAction::Set
     )]
     pub run_controllers: bool,
+    /// Also run the simulated provider with the controllers (in `serve` or
+    /// `banlieue-console controllers`): VMs Ready after 2 s on no hypervisor, for trying the
+    /// console on a cluster without a real provider. Always on with the dev cluster.
+    #[arg(
+        long,
+        global = true,
+        env = "BANLIEUE_SIMULATED_PROVIDER",
+        default_value_t = false,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub simulated_provider: bool,
+    /// Seconds between SIGTERM and closing the listener: `/readyz` answers 503 while the
+    /// console goes on serving, so that load balancers and Service endpoints drop the
+    /// replica before it refuses connections (0–60).
+    #[arg(
+        long,
+        global = true,
+        env = "BANLIEUE_SHUTDOWN_DELAY_SECONDS",
+        default_value_t = 0
+    )]
+    pub shutdown_delay_seconds: u64,
     /// Development: with no kubeconfig, start the Kubernetes emulator in this process with
     /// the chart applied and a demo pool (what `make run` does).
     #[arg(long, global = true, env = "BANLIEUE_DEV_CLUSTER")]
@@ -326,6 +346,10 @@ pub struct Config {
     /// The console's namespace.
     pub namespace: String,
     pub run_controllers: bool,
+    /// Whether the controllers run the simulated provider too (set, or the dev cluster).
+    pub simulated_provider: bool,
+    /// How long `serve` stays up, unready, between SIGTERM and closing its listener.
+    pub shutdown_delay: Duration,
     /// Lifetimes offered when claiming, in seconds, ascending, each ≥ 1.
     pub claim_ttl_choices: Vec<u32>,
     /// Proxies whose `X-Forwarded-For` names the client ([`crate::middleware::client_address`]).
@@ -470,6 +494,10 @@ pub enum ConfigError {
         "BANLIEUE_KEY_ENCRYPTION_KEY_FILE / --key-encryption-key-file is required with PostgreSQL: the file holds the key that seals the signing keys in the database (make one with `head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE`; in Kubernetes, a Secret mounted as a file)"
     )]
     KeyEncryptionKeyRequired,
+    #[error(
+        "BANLIEUE_SIMULATED_PROVIDER / --simulated-provider runs with the controllers, but BANLIEUE_RUN_CONTROLLERS / --run-controllers is false: turn the controllers on, or the simulated provider off"
+    )]
+    SimulatedProviderWithoutControllers,
 }
 
 impl Settings {
@@ -575,7 +603,18 @@ impl Settings {
             ..KeyPolicy::default()
         };
         let kube = self.kube_source()?;
+        if self.simulated_provider && !self.run_controllers {
+            return Err(ConfigError::SimulatedProviderWithoutControllers);
+        }
+        let shutdown_delay = Duration::from_secs(in_range(
+            "BANLIEUE_SHUTDOWN_DELAY_SECONDS",
+            self.shutdown_delay_seconds,
+            0..=60,
+            "0–60 seconds",
+        )?);
         Ok(Config {
+            simulated_provider: self.simulated_provider || matches!(kube, KubeSource::Dev { .. }),
+            shutdown_delay,
             kube: kube.clone(),
             namespace: self.namespace.clone(),
             run_controllers: self.run_controllers,
@@ -870,6 +909,8 @@ mod tests {
             kubeconfig: None,
             namespace: "banlieue-system".into(),
             run_controllers: true,
+            simulated_provider: false,
+            shutdown_delay_seconds: 0,
             dev_cluster: false,
             dev_cluster_listen: "127.0.0.1:6443".into(),
             dev_cluster_dir: "data/dev-cluster".into(),
@@ -1065,5 +1106,53 @@ mod tests {
         );
         let ca = rcgen::generate_simple_self_signed(vec!["k8s.example".into()]).unwrap();
         check_certificates(&ca.cert.pem()).unwrap();
+    }
+
+    #[test]
+    fn the_simulated_provider_runs_with_the_controllers_or_the_dev_cluster() {
+        for (args, on) in [
+            (&["controllers", "--simulated-provider"][..], true),
+            (&["--simulated-provider=true", "serve"], true),
+            (&["--simulated-provider=false"], false),
+            (&[], false),
+        ] {
+            let cli = Cli::try_parse_from(
+                std::iter::once("banlieue-console").chain(args.iter().copied()),
+            )
+            .unwrap();
+            assert_eq!(cli.settings.simulated_provider, on, "{args:?}");
+        }
+        let mut s = settings("127.0.0.1:3000", None);
+        assert!(!s.validate().unwrap().simulated_provider, "off by default");
+        s.simulated_provider = true;
+        assert!(s.validate().unwrap().simulated_provider);
+        s.run_controllers = false;
+        let err = s.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("BANLIEUE_SIMULATED_PROVIDER") && err.contains("BANLIEUE_RUN_CONTROLLERS"),
+            "{err}"
+        );
+        let mut s = settings("127.0.0.1:3000", None);
+        s.dev_cluster = true;
+        if cfg!(feature = "dev-cluster") {
+            assert!(s.validate().unwrap().simulated_provider, "the demo pool's");
+        }
+    }
+
+    #[test]
+    fn the_shutdown_delay_is_zero_to_sixty_seconds() {
+        let mut s = settings("127.0.0.1:3000", None);
+        assert_eq!(s.validate().unwrap().shutdown_delay, Duration::ZERO);
+        s.shutdown_delay_seconds = 60;
+        assert_eq!(
+            s.validate().unwrap().shutdown_delay,
+            Duration::from_secs(60)
+        );
+        s.shutdown_delay_seconds = 61;
+        let err = s.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("BANLIEUE_SHUTDOWN_DELAY_SECONDS") && err.contains("0–60"),
+            "{err}"
+        );
     }
 }

@@ -266,8 +266,12 @@ pub async fn healthz() -> &'static str {
 pub const READINESS_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1500);
 
 /// `GET /readyz`: 200 `ok` when the database and the cluster (when one is configured)
-/// both answer within [`READINESS_TIMEOUT`]; else 503 naming which did not.
+/// both answer within [`READINESS_TIMEOUT`]; else 503 naming which did not. 503
+/// `shutting down` once the console is terminating ([`AppState::terminating`]).
 pub async fn readyz(State(app): State<AppState>) -> Response {
+    if app.terminating.is_cancelled() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
+    }
     let database = async {
         match tokio::time::timeout(READINESS_TIMEOUT, app.accounts.store().ping()).await {
             Ok(Ok(())) => Ok(()),

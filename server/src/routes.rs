@@ -33,6 +33,9 @@ pub struct AppState {
     pub leptos: Arc<LeptosOptions>,
     /// The tenants' token verifier, when tenants are configured.
     pub tenants: Option<Arc<tenants::TenantVerifier>>,
+    /// Cancelled when SIGTERM (or SIGINT) arrives: `/readyz` answers 503 from then on,
+    /// while the console serves for [`Config::shutdown_delay`] before it stops.
+    pub terminating: tokio_util::sync::CancellationToken,
     /// Cancelled when the console begins to shut down: long-lived responses (the live
     /// event streams) end then, so the graceful shutdown does not wait on open pages.
     pub stopping: tokio_util::sync::CancellationToken,

@@ -166,7 +166,6 @@ pub async fn serve_on(
         Some(access) if config.run_controllers => Some(spawn_controllers(
             &config,
             access,
-            dev_cluster.is_some(),
             cluster_metrics.clone(),
             controllers_stop,
         )?),
@@ -185,6 +184,7 @@ pub async fn serve_on(
         "serving"
     );
     let console = crate::routes::use_cases(&accounts, kube, &config);
+    let terminating = tokio_util::sync::CancellationToken::new();
     let stopping = tokio_util::sync::CancellationToken::new();
     let metrics_served = listeners
         .metrics
@@ -206,9 +206,20 @@ pub async fn serve_on(
         config: Arc::new(config),
         leptos: Arc::new(leptos),
         tenants,
+        terminating: terminating.clone(),
         stopping: stopping.clone(),
     };
+    let shutdown_delay = state.config.shutdown_delay;
     let app = router(state, sessions);
+    // Unready first, for the shutdown delay; then the listener closes.
+    let shutdown = async move {
+        shutdown.await;
+        terminating.cancel();
+        if !shutdown_delay.is_zero() {
+            tracing::info!(delay = ?shutdown_delay, "unready; serving on until the delay ends");
+            tokio::time::sleep(shutdown_delay).await;
+        }
+    };
     match listener {
         Listening::Plain(tcp) => serve_until(tcp, app, shutdown, stopping).await?,
         // A no-op tap: axum gives `ConnectInfo<SocketAddr>` (the peer address the
@@ -411,7 +422,7 @@ pub async fn run_controllers(
     if let Some(identity) = args.identity {
         controllers.identity = identity;
     }
-    if args.simulated_provider {
+    if config.simulated_provider {
         controllers.simulated_provider = Some(cluster::SimulatedProviderConfig::default());
     }
     let metrics_listener = match config.metrics_listen {
@@ -539,12 +550,11 @@ pub async fn load_tenants(
 fn spawn_controllers(
     config: &Config,
     access: &Impersonation,
-    simulated: bool,
     metrics: Arc<cluster::Metrics>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let mut controllers = controller_config(config);
-    if simulated {
+    if config.simulated_provider {
         controllers.simulated_provider = Some(cluster::SimulatedProviderConfig::default());
     }
     let client = access.console_client()?;

@@ -167,6 +167,7 @@ impl TestApp {
             leptos.site_root = site_root.to_str().unwrap().into();
         }
         let state = AppState {
+            terminating: Default::default(),
             stopping: stopping.clone(),
             accounts: accounts.clone(),
             issuer: issuer.clone(),
@@ -242,6 +243,7 @@ impl TestApp {
         self.metrics_router =
             metrics_router(Arc::new(startup::metrics_registry(&self.accounts, metrics)));
         let state = AppState {
+            terminating: Default::default(),
             stopping: self.stopping.clone(),
             accounts: self.accounts.clone(),
             issuer: self.issuer.clone(),
