@@ -135,8 +135,14 @@ schema only names the rule that failed).
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if and .Values.simulatedProvider.enabled (not .Values.runControllers) }}
+{{- fail "simulatedProvider.enabled needs runControllers: the simulated provider runs with the controllers" }}
+{{- end }}
 {{- if and .Values.kubeconfig.certificateAuthority (not .Values.kubeconfig.server) }}
 {{- fail "kubeconfig.certificateAuthority is set without kubeconfig.server: the CA is embedded in downloaded kubeconfigs for that server; set it too" }}
+{{- end }}
+{{- with .Values.kubeconfig.certificateAuthority }}
+{{- include "banlieue-console.checkCertificates" (dict "name" "kubeconfig.certificateAuthority" "value" .) }}
 {{- end }}
 {{- if and (eq .Values.database.type "sqlite") (gt (int .Values.replicas) 1) }}
 {{- fail (printf "replicas is %d but database.type is sqlite: one process owns a SQLite file; use database.type: postgres for more than one replica" (int .Values.replicas)) }}
@@ -163,6 +169,42 @@ schema only names the rule that failed).
 {{- end }}
 {{- if or (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $host)) (regexMatch "^[0-9.]+$" $host) }}
 {{- fail (printf "ingress.enabled: the Ingress host is externalURL's (%s), which must then be a lower-case DNS name, not an IP address: Kubernetes refuses other Ingress hosts" $host) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Fails unless .value (setting .name) is one or more whole PEM certificates: each block's
+base64 decodes to exactly the DER length its outer SEQUENCE states, so a truncated or
+placeholder certificate is refused here rather than by the console at start.
+*/}}
+{{- define "banlieue-console.checkCertificates" -}}
+{{- $blocks := regexFindAll "-----BEGIN CERTIFICATE-----[^-]*-----END CERTIFICATE-----" .value -1 }}
+{{- if not $blocks }}
+{{- fail (printf "%s holds no PEM certificate (-----BEGIN CERTIFICATE----- … -----END CERTIFICATE-----)" .name) }}
+{{- end }}
+{{- if regexMatch "\\S" (regexReplaceAll "-----BEGIN CERTIFICATE-----[^-]*-----END CERTIFICATE-----" .value "") }}
+{{- fail (printf "%s has text outside its PEM certificates" .name) }}
+{{- end }}
+{{- range $index, $block := $blocks }}
+{{- $body := regexReplaceAll "\\s" (trimSuffix "-----END CERTIFICATE-----" (trimPrefix "-----BEGIN CERTIFICATE-----" $block)) "" }}
+{{- if or (not (regexMatch "^[A-Za-z0-9+/]+={0,2}$" $body)) (ne (mod (len $body) 4) 0) }}
+{{- fail (printf "%s: certificate %d is not base64" $.name (add1 $index)) }}
+{{- end }}
+{{- $der := printf "%x" (b64dec $body) }}
+{{- $size := div (len $der) 2 }}
+{{- $stated := -1 }}
+{{- if and (ge $size 2) (hasPrefix "30" $der) }}
+{{- $first := int (printf "0x%s" (substr 2 4 $der)) }}
+{{- if lt $first 128 }}
+{{- $stated = add 2 $first }}
+{{- else if and (le $first 131) (ge $size (add 2 (sub $first 128))) }}
+{{- $digits := mul 2 (sub $first 128) }}
+{{- $stated = add 2 (sub $first 128) (int (printf "0x%s" (substr 4 (int (add 4 $digits)) $der))) }}
+{{- end }}
+{{- end }}
+{{- if ne $stated $size }}
+{{- fail (printf "%s: certificate %d is not a whole DER certificate (%d bytes, cut short or a placeholder): paste the CA's whole PEM" $.name (add1 $index) $size) }}
 {{- end }}
 {{- end }}
 {{- end }}

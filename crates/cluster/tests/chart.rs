@@ -66,7 +66,15 @@ async fn the_committed_rendering_is_what_helm_renders() {
     let Some(bed) = testbed() else { return };
     let chart_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../charts/banlieue-console");
     let rendered = bed
-        .helm_ok(&["template", RELEASE, chart_dir, "-n", RELEASE_NAMESPACE])
+        .helm_ok(&[
+            "template",
+            RELEASE,
+            chart_dir,
+            "-n",
+            RELEASE_NAMESPACE,
+            "--set",
+            "simulatedProvider.enabled=true",
+        ])
         .await;
     let committed = chart::RENDERED
         .split_once("\n---")
@@ -87,7 +95,7 @@ async fn the_committed_rendering_is_what_helm_renders() {
     let yaml = serde_json::json!({"claimSubjectPolicy": {
         "issuers": policy.issuers, "brokers": policy.brokers,
         "issuerPrefixes": policy.issuer_prefixes,
-    }});
+    }, "simulatedProvider": {"enabled": true}});
     std::fs::write(&values, serde_json::to_string(&yaml).unwrap()).unwrap();
     let with_values = bed
         .helm_ok(&[
@@ -456,6 +464,22 @@ async fn the_schema_refuses_bad_values() {
         ),
         (&["kubeconfig.clusterName= "], "/kubeconfig/clusterName"),
         (&["runControllers=sometimes"], "/runControllers"),
+        (
+            &["simulatedProvider.enabled=sometimes"],
+            "/simulatedProvider/enabled",
+        ),
+        (&["shutdownDelaySeconds=61"], "/shutdownDelaySeconds"),
+        // A null removes the key, which the templates would then render as nothing.
+        (
+            &["claimTTLChoices=null"],
+            "missing property 'claimTTLChoices'",
+        ),
+        (&["containerPort=null"], "missing property 'containerPort'"),
+        (&["metricsPort=null"], "missing property 'metricsPort'"),
+        (
+            &["service.annotations=null"],
+            "missing property 'annotations'",
+        ),
         (&["claimTTLChoices={}"], "/claimTTLChoices"),
         (&["claimTTLChoices={0}"], "/claimTTLChoices/0"),
         // A claim may ask for 30 days at most.
@@ -582,13 +606,18 @@ async fn the_schema_refuses_bad_values() {
             &["networkPolicy.dns.to=[{\"ipBlock\": {\"cidr\": \"10.0.0.0/40\"}}]"],
             "/networkPolicy/dns/to/0/ipBlock/cidr",
         ),
+        // A key's error names its map's path, not the document's root.
         (
             &["ingress.annotations={\"bad key!\": \"x\"}"],
-            "invalid propertyName 'bad key!'",
+            "at '/ingress/annotations': additional properties 'bad key!' not allowed",
         ),
         (
             &["service.annotations={\"a/b/c\": \"x\"}"],
-            "invalid propertyName 'a/b/c'",
+            "at '/service/annotations': additional properties 'a/b/c' not allowed",
+        ),
+        (
+            &["podAnnotations={\"example.com/\": \"x\"}"],
+            "at '/podAnnotations': additional properties 'example.com/' not allowed",
         ),
         (
             &["imagePullSecrets=[{\"name\": \"Registry\"}]"],
@@ -675,6 +704,32 @@ async fn the_schema_refuses_bad_values() {
         (
             &["kubeconfig.certificateAuthority=-----BEGIN CERTIFICATE-----"],
             "kubeconfig.certificateAuthority is set without kubeconfig.server",
+        ),
+        // A placeholder or a certificate cut short, which the console would refuse at start.
+        (
+            &[
+                "kubeconfig.server=https://k8s.example.org",
+                "kubeconfig.certificateAuthority=-----BEGIN CERTIFICATE-----\nMIIBjjCCATWgAwIBAgIUN4MhYapiY22d4lgJIuaHFbLewEMwCgYIKoZIzj0EAwIw\n-----END CERTIFICATE-----\n",
+            ],
+            "certificate 1 is not a whole DER certificate (48 bytes",
+        ),
+        (
+            &[
+                "kubeconfig.server=https://k8s.example.org",
+                "kubeconfig.certificateAuthority=-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----",
+            ],
+            "certificate 1 is not base64",
+        ),
+        (
+            &[
+                "kubeconfig.server=https://k8s.example.org",
+                "kubeconfig.certificateAuthority=-----BEGIN CERTIFICATE----- (paste it here)",
+            ],
+            "holds no PEM certificate",
+        ),
+        (
+            &["simulatedProvider.enabled=true", "runControllers=false"],
+            "simulatedProvider.enabled needs runControllers",
         ),
         (
             &[
@@ -781,6 +836,84 @@ async fn the_schema_refuses_bad_values() {
             "{set:?}: expected the templates to refuse with {reason:?}, helm said: {stderr}"
         );
     }
+}
+
+#[tokio::test]
+async fn the_simulated_providers_rights_come_only_with_it() {
+    let Some(bed) = testbed() else { return };
+    // What the console's ServiceAccount may write beyond claims, VMs and its Lease, and
+    // the admission policies holding those writes to the simulator's names.
+    let rights = |yaml: &str| -> BTreeSet<String> {
+        let mut found = BTreeSet::new();
+        for object in chart::parse_documents(yaml).unwrap() {
+            let name = object.metadata.name.clone().unwrap_or_default();
+            match kind_of(&object).as_str() {
+                "ValidatingAdmissionPolicy" if name.starts_with("banlieue-console-") => {
+                    found.insert(format!("policy {name}"));
+                }
+                "ClusterRole" if name.starts_with("banlieue-console-") => {
+                    for rule in object.data["rules"].as_array().unwrap() {
+                        let verbs = rule["verbs"].as_array().unwrap();
+                        for resource in rule["resources"].as_array().unwrap() {
+                            let resource = resource.as_str().unwrap();
+                            if ["secrets", "virtualmachineproviders"].contains(&resource) {
+                                for verb in verbs {
+                                    found.insert(format!("{resource} {}", verb.as_str().unwrap()));
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        found
+    };
+    let read_only = ["get", "list", "watch"].map(|v| format!("virtualmachineproviders {v}"));
+    let policies = ["banlieue-console-providers", "banlieue-console-secrets"]
+        .map(|name| format!("policy {name}"));
+    let without = rights(&bed.helm_ok(&["template", "sim", CHART]).await);
+    let impersonation = without
+        .iter()
+        .filter(|r| r.starts_with("policy"))
+        .cloned()
+        .collect::<BTreeSet<_>>();
+    assert!(
+        impersonation.is_disjoint(&policies.iter().cloned().collect()),
+        "{impersonation:?}"
+    );
+    assert_eq!(
+        without
+            .iter()
+            .filter(|r| !r.starts_with("policy"))
+            .cloned()
+            .collect::<BTreeSet<_>>(),
+        read_only.iter().cloned().collect(),
+        "off, the ServiceAccount only reads providers and touches no Secret"
+    );
+    let with = rights(
+        &bed.helm_ok(&[
+            "template",
+            "sim",
+            CHART,
+            "--set",
+            "simulatedProvider.enabled=true",
+        ])
+        .await,
+    );
+    let mut expected = without.clone();
+    expected.extend(policies);
+    expected.extend(
+        [
+            "virtualmachineproviders create",
+            "virtualmachineproviders update",
+            "virtualmachineproviders patch",
+            "secrets get",
+            "secrets create",
+        ]
+        .map(String::from),
+    );
+    assert_eq!(with, expected);
 }
 
 #[tokio::test]
@@ -976,6 +1109,13 @@ fn expected_env(values: &Value, namespace: &str) -> BTreeMap<String, Value> {
         "BANLIEUE_RUN_CONTROLLERS",
         plain(text(&values["runControllers"])),
     );
+    if values["simulatedProvider"]["enabled"] == true {
+        set("BANLIEUE_SIMULATED_PROVIDER", plain("true".into()));
+    }
+    set(
+        "BANLIEUE_SHUTDOWN_DELAY_SECONDS",
+        plain(text(&values["shutdownDelaySeconds"])),
+    );
     let joined = |list: &Value| -> String {
         list.as_array()
             .unwrap()
@@ -1146,6 +1286,11 @@ async fn helm_install_runs_the_console_as_the_values_say() {
         assert_eq!(
             pod.service_account_name.as_deref(),
             Some("banlieue-console")
+        );
+        assert_eq!(
+            Value::from(pod.termination_grace_period_seconds.unwrap()),
+            Value::from(values["shutdownDelaySeconds"].as_i64().unwrap() + 25),
+            "{file}: the shutdown delay, then the requests in flight and the Lease"
         );
         let [container] = pod.containers.as_slice() else {
             panic!("{file}: one container");
