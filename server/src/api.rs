@@ -8,12 +8,16 @@
 //! verifies it.
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use banlieue_identity::oidc::BearerError;
-use serde::Serialize;
+use cluster::crd::ClaimSubject;
+use serde::{Deserialize, Serialize};
+use services::{Authenticator, ClaimScope, CreateClaim, Principal, ServiceError};
 use time::OffsetDateTime;
 
 use crate::routes::AppState;
@@ -26,6 +30,12 @@ pub const PREFIX: &str = "/api/v1";
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/whoami", get(whoami))
+        .route("/pools", get(pools))
+        .route("/claims", get(list_claims).post(create_claim))
+        .route(
+            "/claims/{namespace}/{name}",
+            get(read_claim).delete(release_claim),
+        )
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
 }
@@ -38,14 +48,22 @@ struct Problem {
     title: &'static str,
     status: u16,
     detail: String,
+    /// The request field a 422 is about (an extension member, RFC 9457 §3.2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<String>,
 }
 
 fn problem(status: StatusCode, detail: impl Into<String>) -> Response {
+    problem_with(status, detail, None)
+}
+
+fn problem_with(status: StatusCode, detail: impl Into<String>, field: Option<String>) -> Response {
     let body = Problem {
         kind: "about:blank",
         title: status.canonical_reason().unwrap_or("Error"),
         status: status.as_u16(),
         detail: detail.into(),
+        field,
     };
     (
         status,
@@ -204,4 +222,277 @@ async fn whoami(State(app): State<AppState>, headers: HeaderMap) -> Response {
         serde_json::to_string(&answer).unwrap_or_default(),
     )
         .into_response()
+}
+
+/// A JSON answer that no cache keeps.
+fn json(status: StatusCode, body: &impl Serialize) -> Response {
+    (
+        status,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+        ],
+        serde_json::to_string(body).unwrap_or_default(),
+    )
+        .into_response()
+}
+
+/// A use case's refusal as its problem: 403, 404, 409, 422 (with the field), or 503
+/// (no cluster; the cluster unavailable, its cause logged under a correlation id).
+fn service_problem(error: ServiceError) -> Response {
+    match error {
+        ServiceError::Forbidden { reason, .. } => problem(StatusCode::FORBIDDEN, reason),
+        ServiceError::NotFound { reason, .. } => problem(StatusCode::NOT_FOUND, reason),
+        ServiceError::Conflict { reason, .. } => problem(StatusCode::CONFLICT, reason),
+        ServiceError::Invalid { field, reason, .. } => {
+            problem_with(StatusCode::UNPROCESSABLE_ENTITY, reason, Some(field))
+        }
+        ServiceError::NoCluster => problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this console has no Kubernetes cluster configured",
+        ),
+        ServiceError::Unavailable { source } => {
+            let correlation_id = crate::middleware::correlation_id();
+            tracing::error!(%correlation_id, error = %source, "the cluster is unavailable");
+            problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the cluster did not answer; reference {correlation_id}"),
+            )
+        }
+    }
+}
+
+/// The principal the use cases act for: the bearer token's console user, from the
+/// request's client address.
+///
+/// Errors: as [`caller`]; 403 for a tenant's person, who cannot act in the cluster
+/// through the console yet.
+async fn principal(
+    app: &AppState,
+    headers: &HeaderMap,
+    extensions: &Extensions,
+) -> Result<Principal, Response> {
+    match caller(app, headers).await? {
+        Caller::Console(user) => Ok(Principal::local(
+            user,
+            Authenticator::BearerToken,
+            crate::middleware::client_ip(extensions),
+        )),
+        Caller::Tenant(_) => Err(problem(
+            StatusCode::FORBIDDEN,
+            "a tenant's people cannot act in the cluster through this console yet; only /api/v1/whoami answers them",
+        )),
+    }
+}
+
+/// A pool, as `GET /api/v1/pools` lists it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Pool {
+    namespace: String,
+    name: String,
+    /// Ready members no claim holds.
+    ready: u32,
+    /// Members bound to claims.
+    claimed: u32,
+    /// The most members the pool may have.
+    max: u32,
+    /// Whether Kubernetes lets the caller create claims in the pool's namespace.
+    can_claim: bool,
+}
+
+/// A list answer, as Kubernetes lists: `{"items": [...]}`.
+#[derive(Debug, Serialize)]
+struct Items<T> {
+    items: Vec<T>,
+}
+
+/// `GET /api/v1/pools`: the pools the caller may list (as the dashboard shows them).
+async fn pools(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    extensions: Extensions,
+) -> Response {
+    let who = match principal(&app, &headers, &extensions).await {
+        Ok(who) => who,
+        Err(response) => return response,
+    };
+    match app.console.claimable_pools(&who).await {
+        Ok(rows) => json(
+            StatusCode::OK,
+            &Items {
+                items: rows
+                    .into_iter()
+                    .map(|row| Pool {
+                        namespace: row.namespace,
+                        name: row.name,
+                        ready: row.ready,
+                        claimed: row.claimed,
+                        max: row.max,
+                        can_claim: row.can_claim,
+                    })
+                    .collect(),
+            },
+        ),
+        Err(error) => service_problem(error),
+    }
+}
+
+/// The query of `GET /api/v1/claims`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListClaims {
+    /// `own` (the default) or `everyone` (operators and admins).
+    #[serde(default)]
+    scope: Option<String>,
+}
+
+/// `GET /api/v1/claims[?scope=everyone]`: the caller's claims (or everyone's), as
+/// Kubernetes has them (`banlieue.io/v1alpha1` VirtualMachineClaims).
+async fn list_claims(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    extensions: Extensions,
+    query: Result<Query<ListClaims>, QueryRejection>,
+) -> Response {
+    let who = match principal(&app, &headers, &extensions).await {
+        Ok(who) => who,
+        Err(response) => return response,
+    };
+    let query = match query {
+        Ok(Query(query)) => query,
+        Err(rejection) => return problem(StatusCode::BAD_REQUEST, rejection.body_text()),
+    };
+    let scope = match query.scope.as_deref() {
+        None | Some("own") => ClaimScope::Own,
+        Some("everyone") => ClaimScope::Everyone,
+        Some(other) => {
+            return problem(
+                StatusCode::BAD_REQUEST,
+                format!("scope {other:?} is neither own nor everyone"),
+            );
+        }
+    };
+    match app.console.claims(&who, scope).await {
+        Ok(items) => json(StatusCode::OK, &Items { items }),
+        Err(error) => service_problem(error),
+    }
+}
+
+/// The body of `POST /api/v1/claims`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct NewClaim {
+    /// The pool's namespace.
+    namespace: String,
+    /// The pool's name.
+    pool: String,
+    /// One of the lifetimes the console offers, in seconds.
+    ttl_seconds: u32,
+    /// Whom the sandbox is for, when a broker claims for someone else; absent: the
+    /// caller at this console's issuer.
+    #[serde(default)]
+    subject: Option<ClaimSubject>,
+}
+
+/// `POST /api/v1/claims`: claims a sandbox (as the dashboard's Claim button does); 201
+/// with the claim and its `Location`. The claim is Pending until the claim controller
+/// binds it: poll `GET` on the `Location` until `status.phase` is `Bound`.
+async fn create_claim(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    extensions: Extensions,
+    body: Bytes,
+) -> Response {
+    let who = match principal(&app, &headers, &extensions).await {
+        Ok(who) => who,
+        Err(response) => return response,
+    };
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !is_json {
+        return problem(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the claim as application/json",
+        );
+    }
+    // An object only: serde would also read a struct from an array of its fields.
+    let new = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&body)
+        .and_then(|object| serde_json::from_value::<NewClaim>(object.into()));
+    let new = match new {
+        Ok(new) => new,
+        Err(error) => {
+            return problem(
+                StatusCode::BAD_REQUEST,
+                format!("the body is not a claim request: {error}"),
+            );
+        }
+    };
+    let namespace = new.namespace.clone();
+    let command = CreateClaim {
+        namespace: new.namespace,
+        pool: new.pool,
+        ttl_seconds: Some(new.ttl_seconds),
+        subject: new.subject,
+    };
+    let name = match app.console.create_claim(&who, command).await {
+        Ok(name) => name,
+        Err(error) => return service_problem(error),
+    };
+    let location = format!("{PREFIX}/claims/{namespace}/{name}");
+    let mut response = match app.console.claim_object(&who, &namespace, &name).await {
+        Ok(Some(claim)) => json(StatusCode::CREATED, &claim),
+        Ok(None) => problem(
+            StatusCode::NOT_FOUND,
+            "the claim was made but is already gone",
+        ),
+        Err(error) => service_problem(error),
+    };
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    response
+}
+
+/// `GET /api/v1/claims/{namespace}/{name}`: one claim as Kubernetes has it, read as the
+/// caller; 404 once it is gone.
+async fn read_claim(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    extensions: Extensions,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Response {
+    let who = match principal(&app, &headers, &extensions).await {
+        Ok(who) => who,
+        Err(response) => return response,
+    };
+    match app.console.claim_object(&who, &namespace, &name).await {
+        Ok(Some(claim)) => json(StatusCode::OK, &claim),
+        Ok(None) => problem(StatusCode::NOT_FOUND, "no such claim"),
+        Err(error) => service_problem(error),
+    }
+}
+
+/// `DELETE /api/v1/claims/{namespace}/{name}`: releases the claim (as the Release
+/// button does); 202, as the claim stays `Releasing` until its VM is gone.
+async fn release_claim(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    extensions: Extensions,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Response {
+    let who = match principal(&app, &headers, &extensions).await {
+        Ok(who) => who,
+        Err(response) => return response,
+    };
+    match app.console.release_claim(&who, &namespace, &name).await {
+        Ok(()) => StatusCode::ACCEPTED.into_response(),
+        Err(error) => service_problem(error),
+    }
 }

@@ -79,6 +79,7 @@ pub async fn create_claim(
         namespace: form.get("namespace").to_owned(),
         pool: form.get("pool").to_owned(),
         ttl_seconds,
+        subject: None,
     };
     match app.console.create_claim(&who, command).await {
         Ok(name) => {

@@ -1070,6 +1070,183 @@ async fn the_json_api_takes_bearer_tokens_only_and_answers_problems() {
     problem(&method, StatusCode::METHOD_NOT_ALLOWED);
 }
 
+/// A JSON API request with `token` as its bearer and `body` as JSON.
+fn api(method: &str, path: &str, token: &str, body: Option<Value>) -> Request<Body> {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(header::AUTHORIZATION, format!("Bearer {token}"));
+    match body {
+        Some(body) => request
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap(),
+        None => request.body(Body::empty()).unwrap(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_json_api_claims_waits_for_bound_and_releases_as_the_bearer() {
+    let (app, _dev) = TestApp::with_dev_cluster().await;
+    let fx = Fixture::on(app).await;
+    let token = {
+        let code = fx
+            .code(&authorize_params(&[("audience", Some("banlieue-console"))]))
+            .await;
+        let (_, body) = fx.exchange(&code, Some(VERIFIER)).await;
+        body["id_token"].as_str().unwrap().to_owned()
+    };
+    let send = |method: &'static str, path: String, body: Option<Value>| {
+        let request = api(method, &path, &token, body);
+        async { fx.app.send(request).await }
+    };
+    let problem = |response: &support::TestResponse, status: StatusCode| -> Value {
+        assert_eq!(response.status, status, "{}", response.body);
+        assert_eq!(
+            response.header("content-type").as_deref(),
+            Some("application/problem+json")
+        );
+        serde_json::from_str(&response.body).unwrap()
+    };
+
+    let pools = send("GET", "/api/v1/pools".into(), None).await;
+    assert_eq!(pools.status, StatusCode::OK, "{}", pools.body);
+    let pools: Value = serde_json::from_str(&pools.body).unwrap();
+    let sandbox = pools["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["namespace"] == "demo" && p["name"] == "sandbox")
+        .unwrap_or_else(|| panic!("the demo pool: {pools}"));
+    assert_eq!(sandbox["canClaim"], true, "{sandbox}");
+
+    // What is not a claim request, said so, and nothing made.
+    let form = fx
+        .app
+        .send(
+            Request::post("/api/v1/claims")
+                .header(header::AUTHORIZATION, format!("Bearer {token}"))
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(Body::from("namespace=demo&pool=sandbox&ttl_seconds=900"))
+                .unwrap(),
+        )
+        .await;
+    problem(&form, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    for body in [
+        serde_json::json!({"namespace": "demo", "pool": "sandbox"}),
+        serde_json::json!({"namespace": "demo", "pool": "sandbox", "ttlSeconds": 900, "owner": "x"}),
+        serde_json::json!(["demo", "sandbox", 900]),
+    ] {
+        let refused = send("POST", "/api/v1/claims".into(), Some(body)).await;
+        problem(&refused, StatusCode::BAD_REQUEST);
+    }
+    let not_offered = send(
+        "POST",
+        "/api/v1/claims".into(),
+        Some(serde_json::json!({"namespace": "demo", "pool": "sandbox", "ttlSeconds": 901})),
+    )
+    .await;
+    assert_eq!(
+        problem(&not_offered, StatusCode::UNPROCESSABLE_ENTITY)["field"],
+        "ttl_seconds"
+    );
+    let no_pool = send(
+        "POST",
+        "/api/v1/claims".into(),
+        Some(serde_json::json!({"namespace": "demo", "pool": "nowhere", "ttlSeconds": 900})),
+    )
+    .await;
+    assert_eq!(
+        problem(&no_pool, StatusCode::UNPROCESSABLE_ENTITY)["field"],
+        "pool"
+    );
+    // Only a broker may claim for someone else: the admission policy refuses alice.
+    let for_bob = send(
+        "POST",
+        "/api/v1/claims".into(),
+        Some(serde_json::json!({
+            "namespace": "demo", "pool": "sandbox", "ttlSeconds": 900,
+            "subject": {"issuer": "http://127.0.0.1:3000", "id": "bob"},
+        })),
+    )
+    .await;
+    problem(&for_bob, StatusCode::FORBIDDEN);
+    let listed = send("GET", "/api/v1/claims".into(), None).await;
+    assert_eq!(listed.body, r#"{"items":[]}"#, "nothing was made");
+
+    let created = send(
+        "POST",
+        "/api/v1/claims".into(),
+        Some(serde_json::json!({"namespace": "demo", "pool": "sandbox", "ttlSeconds": 900})),
+    )
+    .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let location = created.header("location").unwrap();
+    let claim: Value = serde_json::from_str(&created.body).unwrap();
+    assert_eq!(claim["kind"], "VirtualMachineClaim");
+    assert_eq!(
+        claim["spec"]["subject"],
+        serde_json::json!({"issuer": "http://127.0.0.1:3000", "id": "alice"})
+    );
+    assert_eq!(
+        location,
+        format!(
+            "/api/v1/claims/demo/{}",
+            claim["metadata"]["name"].as_str().unwrap()
+        )
+    );
+    let bound = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            let read = send("GET", location.clone(), None).await;
+            assert_eq!(read.status, StatusCode::OK, "{}", read.body);
+            let read: Value = serde_json::from_str(&read.body).unwrap();
+            if read["status"]["phase"] == "Bound" {
+                break read;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the claim becomes Bound");
+    assert!(bound["status"]["virtualMachineRef"].is_string(), "{bound}");
+
+    let mine: Value =
+        serde_json::from_str(&send("GET", "/api/v1/claims".into(), None).await.body).unwrap();
+    assert_eq!(mine["items"].as_array().unwrap().len(), 1, "{mine}");
+    let everyone = send("GET", "/api/v1/claims?scope=everyone".into(), None).await;
+    problem(&everyone, StatusCode::FORBIDDEN);
+    for query in ["scope=all", "owner=alice"] {
+        let refused = send("GET", format!("/api/v1/claims?{query}"), None).await;
+        problem(&refused, StatusCode::BAD_REQUEST);
+    }
+
+    let released = send("DELETE", location.clone(), None).await;
+    assert_eq!(released.status, StatusCode::ACCEPTED, "{}", released.body);
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while send("GET", location.clone(), None).await.status != StatusCode::NOT_FOUND {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the released claim is gone");
+    let again = send("DELETE", location.clone(), None).await;
+    problem(&again, StatusCode::NOT_FOUND);
+    // The session cookie alone is still no credential.
+    let cookie_only = fx
+        .app
+        .send(
+            Request::post("/api/v1/claims")
+                .header(header::COOKIE, &fx.cookie)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(
+                    r#"{"namespace":"demo","pool":"sandbox","ttlSeconds":900}"#,
+                ))
+                .unwrap(),
+        )
+        .await;
+    problem(&cookie_only, StatusCode::UNAUTHORIZED);
+}
+
 /// The hidden fields of the page's first form that has any: the request as the page
 /// posts it back.
 fn hidden_fields(html: &str) -> Vec<(String, String)> {

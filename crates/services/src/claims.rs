@@ -13,8 +13,8 @@ use banlieue_domain::views::{
 };
 use cluster::attestation::{EndorsementCertificate, TrustBundle};
 use cluster::crd::{
-    ENDORSEMENT_VERIFIED_CONDITION, VirtualMachine, VirtualMachineClaim, VirtualMachineClaimSpec,
-    VirtualMachinePool, VirtualMachineProvider,
+    ClaimSubject, ENDORSEMENT_VERIFIED_CONDITION, VirtualMachine, VirtualMachineClaim,
+    VirtualMachineClaimSpec, VirtualMachinePool, VirtualMachineProvider,
 };
 use cluster::impersonation::may;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -36,6 +36,18 @@ pub struct CreateClaim {
     /// The lifetime in seconds: one of [`crate::Settings::claim_ttl_choices`]; `None`
     /// when what was sent is not a number.
     pub ttl_seconds: Option<u32>,
+    /// Whom the sandbox is for, when a broker claims for someone else; `None`: the
+    /// principal. The claim admission policy lets only brokers name another subject.
+    pub subject: Option<ClaimSubject>,
+}
+
+/// Whose claims [`Console::claims`] lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimScope {
+    /// The principal's own.
+    Own,
+    /// Everyone's: for those who oversee claims ([`oversees_claims`]).
+    Everyone,
 }
 
 impl Console {
@@ -50,30 +62,13 @@ impl Console {
             Err(ServiceError::NoCluster) => return Ok(DashboardView::default()),
             other => other?,
         };
-        let pools = visible(
-            Api::<VirtualMachinePool>::all(client.clone())
-                .list(&ListParams::default())
-                .await,
-        )?;
         let claims = visible(
             Api::<VirtualMachineClaim>::all(client.clone())
                 .list(&ListParams::default())
                 .await,
         )?;
         let mut rights = Rights::new(&client);
-        let mut pool_rows = Vec::with_capacity(pools.len());
-        for pool in pools {
-            let namespace = pool.namespace().unwrap_or_default();
-            let status = pool.status.clone().unwrap_or_default();
-            pool_rows.push(PoolRow {
-                name: pool.name_any(),
-                can_claim: rights.may("create", &namespace).await?,
-                namespace,
-                ready: status.ready_replicas,
-                claimed: status.claimed_replicas,
-                max: pool.spec.max_replicas,
-            });
-        }
+        let pool_rows = pool_rows(&mut rights).await?;
         let now = OffsetDateTime::now_utc();
         let overseer = oversees_claims(who);
         let (mut own, mut everyone) = (Vec::new(), Vec::new());
@@ -103,6 +98,60 @@ impl Console {
             ttl_choices: self.settings.claim_ttl_choices.clone(),
             ttl_chosen: None,
         })
+    }
+
+    /// The pools the principal may list, with whether they may claim in each one's
+    /// namespace, as the dashboard shows them.
+    ///
+    /// Errors: as [`Console::dashboard`].
+    pub async fn claimable_pools(&self, who: &Principal) -> Result<Vec<PoolRow>> {
+        let client = self.client(who).await?;
+        pool_rows(&mut Rights::new(&client)).await
+    }
+
+    /// The claims of `scope` the principal may list, as Kubernetes has them, by
+    /// namespace and name (what the JSON API answers).
+    ///
+    /// Errors: [`ServiceError::Forbidden`] for [`ClaimScope::Everyone`] without the
+    /// operator role; Kubernetes refusals other than a refused list (which is empty);
+    /// [`ServiceError::NoCluster`], [`ServiceError::Unavailable`].
+    pub async fn claims(
+        &self,
+        who: &Principal,
+        scope: ClaimScope,
+    ) -> Result<Vec<VirtualMachineClaim>> {
+        if scope == ClaimScope::Everyone && !oversees_claims(who) {
+            return Err(ServiceError::forbidden(
+                "only operators and admins list everyone's claims",
+            ));
+        }
+        let client = self.client(who).await?;
+        let mut claims = visible(
+            Api::<VirtualMachineClaim>::all(client)
+                .list(&ListParams::default())
+                .await,
+        )?;
+        claims.retain(|claim| scope == ClaimScope::Everyone || self.is_own(who, claim));
+        claims.sort_by_key(|claim| (claim.namespace(), claim.name_any()));
+        Ok(claims)
+    }
+
+    /// One claim as Kubernetes has it, read as the principal; `None` when it does not
+    /// exist.
+    ///
+    /// Errors: as [`Console::claim`].
+    pub async fn claim_object(
+        &self,
+        who: &Principal,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<VirtualMachineClaim>> {
+        check_object_path(namespace, name)?;
+        Ok(
+            Api::<VirtualMachineClaim>::namespaced(self.client(who).await?, namespace)
+                .get_opt(name)
+                .await?,
+        )
     }
 
     /// One claim as its page shows it, read as the principal; `None` when it does not
@@ -203,7 +252,10 @@ impl Console {
             spec: VirtualMachineClaimSpec {
                 pool_ref: command.pool.clone(),
                 ttl_seconds,
-                subject: who.subject(&self.settings.issuer),
+                subject: command
+                    .subject
+                    .clone()
+                    .unwrap_or_else(|| who.subject(&self.settings.issuer)),
             },
             status: None,
         };
@@ -242,6 +294,30 @@ impl Console {
     pub fn is_own(&self, who: &Principal, claim: &VirtualMachineClaim) -> bool {
         claim.spec.subject == who.subject(&self.settings.issuer)
     }
+}
+
+/// The pools the client of `rights` may list, each with whether it may create claims
+/// there.
+async fn pool_rows(rights: &mut Rights<'_>) -> Result<Vec<PoolRow>> {
+    let pools = visible(
+        Api::<VirtualMachinePool>::all(rights.client.clone())
+            .list(&ListParams::default())
+            .await,
+    )?;
+    let mut rows = Vec::with_capacity(pools.len());
+    for pool in pools {
+        let namespace = pool.namespace().unwrap_or_default();
+        let status = pool.status.clone().unwrap_or_default();
+        rows.push(PoolRow {
+            name: pool.name_any(),
+            can_claim: rights.may("create", &namespace).await?,
+            namespace,
+            ready: status.ready_replicas,
+            claimed: status.claimed_replicas,
+            max: pool.spec.max_replicas,
+        });
+    }
+    Ok(rows)
 }
 
 /// Operators and admins see and release everyone's claims (SPEC §6).

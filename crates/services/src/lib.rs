@@ -26,7 +26,7 @@ use std::sync::Arc;
 use banlieue_identity::Accounts;
 use cluster::Impersonation;
 
-pub use claims::CreateClaim;
+pub use claims::{ClaimScope, CreateClaim};
 pub use error::{Decider, ServiceError};
 pub use pools::{NAVIGATION_TIMEOUT, SavePool};
 pub use principal::{Authenticator, IdentitySource, Principal};

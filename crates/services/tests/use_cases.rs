@@ -151,6 +151,7 @@ fn claim_in(pool: &str, ttl: u32) -> CreateClaim {
         namespace: "demo".into(),
         pool: pool.into(),
         ttl_seconds: Some(ttl),
+        subject: None,
     }
 }
 
