@@ -1089,13 +1089,7 @@ fn api(method: &str, path: &str, token: &str, body: Option<Value>) -> Request<Bo
 async fn the_json_api_claims_waits_for_bound_and_releases_as_the_bearer() {
     let (app, _dev) = TestApp::with_dev_cluster().await;
     let fx = Fixture::on(app).await;
-    let token = {
-        let code = fx
-            .code(&authorize_params(&[("audience", Some("banlieue-console"))]))
-            .await;
-        let (_, body) = fx.exchange(&code, Some(VERIFIER)).await;
-        body["id_token"].as_str().unwrap().to_owned()
-    };
+    let token = fx.app.id_token(&fx.cookie, "banlieue-console").await;
     let send = |method: &'static str, path: String, body: Option<Value>| {
         let request = api(method, &path, &token, body);
         async { fx.app.send(request).await }

@@ -227,6 +227,61 @@ async fn a_developer_claims_through_the_console_and_releases_member_first() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_the_json_api_a_broker_claims_for_someone_else_and_no_one_else_may() {
+    let Some(bed) = testbed() else { return };
+    let _one = ONE_CONSOLE_AT_A_TIME.lock().await;
+    let console = Console::start(&bed, 1).await;
+    let app = &console.app;
+    // `console:broker` is in the test bed's claimSubjectPolicy.brokers; alice is not.
+    let mut tokens = BTreeMap::new();
+    for name in ["broker", "alice"] {
+        app.create_user(name, PASSWORD, &["developer"], false).await;
+        let cookie = app.sign_in(name, PASSWORD).await;
+        tokens.insert(name, app.id_token(&cookie, "banlieue-console").await);
+    }
+    let for_bob = serde_json::json!({
+        "namespace": console.namespace.name, "pool": console.pool, "ttlSeconds": 900,
+        "subject": {"issuer": "http://127.0.0.1:3000", "id": "bob"},
+    });
+    let post = |token: &str| {
+        axum::http::Request::post("/api/v1/claims")
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(for_bob.to_string()))
+            .unwrap()
+    };
+    let refused = app.send(post(&tokens["alice"])).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    let problem: serde_json::Value = serde_json::from_str(&refused.body).unwrap();
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("banlieue-claim-subject"),
+        "the admission policy's refusal: {problem}"
+    );
+    let made = app.send(post(&tokens["broker"])).await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+    let claim: serde_json::Value = serde_json::from_str(&made.body).unwrap();
+    let name = claim["metadata"]["name"].as_str().unwrap().to_owned();
+    assert_eq!(
+        console.claims().get(&name).await.unwrap().spec.subject.id,
+        "bob"
+    );
+    let made_by: Vec<_> = console
+        .claims()
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    assert_eq!(made_by, [name], "alice's refused claim was not made");
+    console.namespace.delete().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_viewers_forged_claim_is_refused_with_the_api_servers_reason() {
     let Some(bed) = testbed() else { return };
     let _one = ONE_CONSOLE_AT_A_TIME.lock().await;

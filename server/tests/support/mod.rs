@@ -383,6 +383,63 @@ impl TestApp {
         assert_eq!(response.status, StatusCode::SEE_OTHER, "{}", response.body);
         response.session_cookie().expect("a session cookie")
     }
+
+    /// An ID token of the session `cookie`'s person for `audience`, through the issuer's
+    /// own authorization code flow (the `banlieue-cli` client, PKCE S256), as the CLI
+    /// gets one.
+    pub async fn id_token(&self, cookie: &str, audience: &str) -> String {
+        // RFC 7636 Appendix B.
+        const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+        const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
+        const REDIRECT: &str = "http://127.0.0.1:53124/callback";
+        let confirmed = self
+            .send(post_form(
+                "/oidc/authorize",
+                form(&[
+                    ("response_type", "code"),
+                    ("client_id", "banlieue-cli"),
+                    ("redirect_uri", REDIRECT),
+                    ("scope", "openid"),
+                    ("state", "st"),
+                    ("nonce", "nn"),
+                    ("code_challenge", CHALLENGE),
+                    ("code_challenge_method", "S256"),
+                    ("audience", audience),
+                    ("decision", "allow"),
+                ]),
+                Some(cookie),
+            ))
+            .await;
+        assert_eq!(
+            confirmed.status,
+            StatusCode::SEE_OTHER,
+            "{}",
+            confirmed.body
+        );
+        let redirect = url::Url::parse(confirmed.location().unwrap()).unwrap();
+        let code = redirect
+            .query_pairs()
+            .find(|(name, _)| name == "code")
+            .map(|(_, code)| code.into_owned())
+            .expect("a code");
+        let exchanged = self
+            .send(
+                Request::post("/oidc/token")
+                    .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                    .body(Body::from(form(&[
+                        ("grant_type", "authorization_code"),
+                        ("code", &code),
+                        ("redirect_uri", REDIRECT),
+                        ("client_id", "banlieue-cli"),
+                        ("code_verifier", VERIFIER),
+                    ])))
+                    .unwrap(),
+            )
+            .await;
+        assert_eq!(exchanged.status, StatusCode::OK, "{}", exchanged.body);
+        let body: serde_json::Value = serde_json::from_str(&exchanged.body).unwrap();
+        body["id_token"].as_str().unwrap().to_owned()
+    }
 }
 
 pub struct TestResponse {
