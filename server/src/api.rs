@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use banlieue_identity::oidc::BearerError;
 use cluster::crd::ClaimSubject;
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use services::{Authenticator, ClaimScope, CreateClaim, Principal, ServiceError};
 use time::OffsetDateTime;
@@ -460,18 +461,38 @@ async fn create_claim(
     response
 }
 
+/// The query of `GET /api/v1/claims/{namespace}/{name}`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadClaim {
+    /// Stream the claim's changes instead of answering once.
+    #[serde(default)]
+    watch: bool,
+}
+
 /// `GET /api/v1/claims/{namespace}/{name}`: one claim as Kubernetes has it, read as the
-/// caller; 404 once it is gone.
+/// caller; 404 once it is gone. With `?watch=true`, its changes instead, as Kubernetes
+/// watches send them: one JSON object per line, `{"type": "ADDED" | "MODIFIED" |
+/// "DELETED", "object": <claim>}`, ending after `DELETED` or when the bearer token
+/// expires (watch again with a fresh one).
 async fn read_claim(
     State(app): State<AppState>,
     headers: HeaderMap,
     extensions: Extensions,
     Path((namespace, name)): Path<(String, String)>,
+    query: Result<Query<ReadClaim>, QueryRejection>,
 ) -> Response {
     let who = match principal(&app, &headers, &extensions).await {
         Ok(who) => who,
         Err(response) => return response,
     };
+    let query = match query {
+        Ok(Query(query)) => query,
+        Err(rejection) => return problem(StatusCode::BAD_REQUEST, rejection.body_text()),
+    };
+    if query.watch {
+        return watch_claim(&app, who, &headers, &namespace, &name).await;
+    }
     match app.console.claim_object(&who, &namespace, &name).await {
         Ok(Some(claim)) => json(StatusCode::OK, &claim),
         Ok(None) => problem(StatusCode::NOT_FOUND, "no such claim"),
@@ -495,4 +516,109 @@ async fn release_claim(
         Ok(()) => StatusCode::ACCEPTED.into_response(),
         Err(error) => service_problem(error),
     }
+}
+
+/// The caller of a watch, re-checked before every event: the bearer token must still
+/// verify (unexpired, its user enabled), so the stream ends with it.
+struct BearerViewer {
+    app: AppState,
+    token: String,
+    source: std::net::IpAddr,
+}
+
+impl services::live::Viewer for BearerViewer {
+    async fn current(&self) -> Option<Principal> {
+        let user = self
+            .app
+            .issuer
+            .verify_console_token(&self.token, OffsetDateTime::now_utc())
+            .await
+            .ok()?;
+        Some(Principal::local(
+            user,
+            Authenticator::BearerToken,
+            self.source,
+        ))
+    }
+}
+
+/// One line of a watch: a Kubernetes watch event.
+#[derive(Debug, Serialize)]
+struct WatchEvent<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    object: &'a cluster::crd::VirtualMachineClaim,
+}
+
+/// The claim's changes for `who` as newline-delimited watch events, until it is deleted,
+/// the token expires or the console shuts down.
+async fn watch_claim(
+    app: &AppState,
+    who: Principal,
+    headers: &HeaderMap,
+    namespace: &str,
+    name: &str,
+) -> Response {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::oidc::bearer_token)
+        .unwrap_or_default()
+        .to_owned();
+    let viewer = BearerViewer {
+        app: app.clone(),
+        token,
+        source: who.address(),
+    };
+    let snapshots = match app
+        .console
+        .claim_object_snapshots(&who, viewer, namespace, name)
+        .await
+    {
+        Ok(snapshots) => snapshots,
+        Err(error) => return service_problem(error),
+    };
+    // The first is ADDED; a deletion repeats the last state sent, and ends the stream.
+    let event = |kind, claim: &cluster::crd::VirtualMachineClaim| {
+        serde_json::to_string(&WatchEvent {
+            kind,
+            object: claim,
+        })
+        .map(|line| Bytes::from(line + "\n"))
+    };
+    let lines = futures::stream::unfold(
+        (Box::pin(snapshots), None, false),
+        move |(mut snapshots, last, deleted)| async move {
+            if deleted {
+                return None;
+            }
+            let revision = snapshots.next().await?;
+            Some(match revision.0 {
+                Some(claim) => {
+                    let kind = if last.is_none() { "ADDED" } else { "MODIFIED" };
+                    (event(kind, &claim), (snapshots, Some(claim), false))
+                }
+                None => {
+                    let line = match &last {
+                        Some(claim) => event("DELETED", claim),
+                        None => Ok(Bytes::new()),
+                    };
+                    (line, (snapshots, last, true))
+                }
+            })
+        },
+    )
+    .filter_map(|line| std::future::ready(line.ok().map(Ok::<_, std::convert::Infallible>)))
+    .take_until(app.stopping.clone().cancelled_owned());
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+        ],
+        axum::body::Body::from_stream(lines),
+    )
+        .into_response()
 }

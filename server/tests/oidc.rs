@@ -1176,6 +1176,21 @@ async fn the_json_api_claims_waits_for_bound_and_releases_as_the_bearer() {
     .await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
     let location = created.header("location").unwrap();
+    // A broker's wait: the claim's changes, to its deletion.
+    let watch = {
+        let request = api("GET", &format!("{location}?watch=true"), &token, None);
+        let router = fx.app.router.clone();
+        tokio::spawn(async move {
+            use tower::ServiceExt;
+            let response = router.oneshot(request).await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            let body = http_body_util::BodyExt::collect(response.into_body())
+                .await
+                .unwrap()
+                .to_bytes();
+            String::from_utf8(body.to_vec()).unwrap()
+        })
+    };
     let claim: Value = serde_json::from_str(&created.body).unwrap();
     assert_eq!(claim["kind"], "VirtualMachineClaim");
     assert_eq!(
@@ -1225,6 +1240,30 @@ async fn the_json_api_claims_waits_for_bound_and_releases_as_the_bearer() {
     .expect("the released claim is gone");
     let again = send("DELETE", location.clone(), None).await;
     problem(&again, StatusCode::NOT_FOUND);
+    let events: Vec<Value> = tokio::time::timeout(std::time::Duration::from_secs(30), watch)
+        .await
+        .expect("the watch ends with the claim")
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"ADDED"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"DELETED"), "{kinds:?}");
+    assert!(
+        kinds[1..kinds.len() - 1].iter().all(|k| *k == "MODIFIED"),
+        "{kinds:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["object"]["status"]["phase"] == "Bound"),
+        "Bound was sent: {events:?}"
+    );
+    let watch_gone = send("GET", format!("{location}?watch=true"), None).await;
+    problem(&watch_gone, StatusCode::NOT_FOUND);
+    let bad_query = send("GET", format!("{location}?watch=maybe"), None).await;
+    problem(&bad_query, StatusCode::BAD_REQUEST);
     // The session cookie alone is still no credential.
     let cookie_only = fx
         .app

@@ -64,6 +64,66 @@ impl Console {
         namespace: &str,
         name: &str,
     ) -> Result<impl Stream<Item = ClaimView> + Send + use<V>> {
+        self.one_claim_snapshots(
+            who,
+            viewer,
+            namespace,
+            name,
+            |console, who, namespace, name| async move {
+                match console.claim(&who, &namespace, &name).await {
+                    Ok(Some(view)) => Some(view),
+                    Ok(None) => Some(ClaimView::gone(&namespace, &name)),
+                    Err(_) => None,
+                }
+            },
+        )
+        .await
+    }
+
+    /// One claim as Kubernetes has it, for `viewer`, after each change to it; its
+    /// [`ClaimRevision`] holds `None` once it is deleted (what the JSON API's watch
+    /// sends).
+    ///
+    /// Errors: as [`Console::claim_snapshots`].
+    pub async fn claim_object_snapshots<V: Viewer>(
+        self: &Arc<Self>,
+        who: &Principal,
+        viewer: V,
+        namespace: &str,
+        name: &str,
+    ) -> Result<impl Stream<Item = ClaimRevision> + Send + use<V>> {
+        self.one_claim_snapshots(
+            who,
+            viewer,
+            namespace,
+            name,
+            |console, who, namespace, name| async move {
+                console
+                    .claim_object(&who, &namespace, &name)
+                    .await
+                    .ok()
+                    .map(ClaimRevision)
+            },
+        )
+        .await
+    }
+
+    /// `load(console, principal, namespace, name)` for `viewer` after each change to the
+    /// claim `namespace/name` (a watch on that one name), which must exist when asked.
+    async fn one_claim_snapshots<V, T, Fut, Load>(
+        self: &Arc<Self>,
+        who: &Principal,
+        viewer: V,
+        namespace: &str,
+        name: &str,
+        load: Load,
+    ) -> Result<impl Stream<Item = T> + Send + use<V, T, Fut, Load>>
+    where
+        V: Viewer,
+        T: PartialEq + Clone + Send,
+        Fut: Future<Output = Option<T>> + Send,
+        Load: Fn(Arc<Self>, Principal, String, String) -> Fut + Send + Sync + 'static,
+    {
         check_object_path(namespace, name)?;
         let api = Api::<VirtualMachineClaim>::namespaced(self.client(who).await?, namespace);
         if api.get_opt(name).await?.is_none() {
@@ -75,17 +135,25 @@ impl Console {
         Ok(snapshots(
             viewer,
             changes(api, Some(&selector)),
-            move |who| {
-                let (console, namespace, name) = (console.clone(), namespace.clone(), name.clone());
-                async move {
-                    match console.claim(&who, &namespace, &name).await {
-                        Ok(Some(view)) => Some(view),
-                        Ok(None) => Some(ClaimView::gone(&namespace, &name)),
-                        Err(_) => None,
-                    }
-                }
-            },
+            move |who| load(console.clone(), who, namespace.clone(), name.clone()),
         ))
+    }
+}
+
+/// A claim as Kubernetes has it (`None`: deleted), equal to another at the same
+/// `resourceVersion`, so a live stream sends each revision once.
+#[derive(Debug, Clone)]
+pub struct ClaimRevision(pub Option<VirtualMachineClaim>);
+
+impl PartialEq for ClaimRevision {
+    fn eq(&self, other: &Self) -> bool {
+        let version = |revision: &Self| {
+            revision
+                .0
+                .as_ref()
+                .map(|claim| claim.metadata.resource_version.clone())
+        };
+        version(self) == version(other)
     }
 }
 
