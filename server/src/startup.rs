@@ -545,8 +545,8 @@ pub async fn load_tenants(
     Ok(registry)
 }
 
-/// Runs the controllers in this process until `shutdown`, logging (not failing the
-/// console) when they stop with an error.
+/// Runs the controllers in this process until `shutdown`, starting them again when they
+/// stop with an error (never failing the console).
 fn spawn_controllers(
     config: &Config,
     access: &Impersonation,
@@ -558,15 +558,16 @@ fn spawn_controllers(
         controllers.simulated_provider = Some(cluster::SimulatedProviderConfig::default());
     }
     let client = access.console_client()?;
-    Ok(tokio::spawn(async move {
-        let mut shutdown = shutdown;
-        let stop = async move {
-            let _ = shutdown.wait_for(|stop| *stop).await;
-        };
-        if let Err(error) = cluster::run_controllers(client, controllers, metrics, stop).await {
-            tracing::error!(%error, "the controllers stopped");
-        }
-    }))
+    let mut shutdown = shutdown;
+    let stop = async move {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+    };
+    Ok(tokio::spawn(cluster::run_controllers_retrying(
+        client,
+        controllers,
+        metrics,
+        stop,
+    )))
 }
 
 /// Leptos' options: the site cargo-leptos builds (`target/site`, or `LEPTOS_SITE_ROOT`,

@@ -25,4 +25,4 @@ pub use error::Error;
 pub use impersonation::{Impersonation, KubernetesIdentity};
 pub use metrics::Metrics;
 pub use provider::SimulatedProviderConfig;
-pub use runner::{ControllerConfig, check_crds, run_controllers};
+pub use runner::{ControllerConfig, check_crds, run_controllers, run_controllers_retrying};

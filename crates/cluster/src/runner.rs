@@ -188,6 +188,49 @@ pub async fn run_controllers(
     outcome
 }
 
+/// The first wait before [`run_controllers_retrying`] starts the controllers again; it
+/// doubles after each failure up to [`RETRY_LONGEST`], and starts over after a run that
+/// lasted longer than [`RETRY_LONGEST`].
+pub const RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between two starts of [`run_controllers_retrying`].
+pub const RETRY_LONGEST: Duration = Duration::from_secs(30);
+
+/// [`run_controllers`] until `shutdown` completes, started again (after [`RETRY_FIRST`],
+/// doubling to [`RETRY_LONGEST`]) whenever it stops with an error — an API server that
+/// did not answer at start, a missing CRD, a Lease that could not be read: a console
+/// whose cluster was briefly away at start must not stay without controllers while it
+/// serves pages. Each failure is logged with the wait before the next start.
+pub async fn run_controllers_retrying(
+    client: Client,
+    config: ControllerConfig,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    tokio::pin!(shutdown);
+    let mut wait = RETRY_FIRST;
+    loop {
+        let started = tokio::time::Instant::now();
+        let ran = run_controllers(
+            client.clone(),
+            config.clone(),
+            metrics.clone(),
+            shutdown.as_mut(),
+        )
+        .await;
+        // Only the shutdown ends a run without an error.
+        let Err(error) = ran else { return };
+        if started.elapsed() > RETRY_LONGEST {
+            wait = RETRY_FIRST;
+        }
+        tracing::error!(%error, retry_in = ?wait, "the controllers stopped; starting them again");
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = shutdown.as_mut() => return,
+        }
+        wait = (wait * 2).min(RETRY_LONGEST);
+    }
+}
+
 /// How long a stopping step may take before the shutdown goes on without it: a stop must
 /// end within the pod's termination grace period even if a request to the API server
 /// hangs.

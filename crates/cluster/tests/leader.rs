@@ -82,3 +82,38 @@ async fn one_replica_reconciles_and_the_other_takes_over() {
     following.stop().await;
     emu.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controllers_that_failed_at_start_start_again_once_the_cluster_is_ready() {
+    if on_testbed() {
+        return; // the test bed's CRDs are always there
+    }
+    // An API server without the CRDs yet: the first runs fail (CrdMissing).
+    let emu = Server::Emulator(
+        kube_emulator::Emulator::start(kube_emulator::EmulatorConfig::default())
+            .await
+            .unwrap(),
+    );
+    let client = admin_client(&emu).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(cluster::run_controllers_retrying(
+        client.clone(),
+        test_config(&client, "late"),
+        Default::default(),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!running.is_finished(), "a failed start does not end it");
+    install_crds(&client).await;
+    create_pool(&client, &pool("p", 1, 4, "r1")).await;
+    create_claim(&client, &claim("c1", "p", 600, "alice")).await;
+    wait_phase(&client, "c1", "Bound", Duration::from_secs(30)).await;
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(20), running)
+        .await
+        .expect("it stops with the shutdown")
+        .unwrap();
+    emu.shutdown().await;
+}
