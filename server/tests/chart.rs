@@ -328,9 +328,19 @@ fn the_rendered_deployment_is_a_configuration_the_console_accepts() {
         Some(container["ports"][1]["containerPort"].clone())
     );
     assert_eq!(config.namespace, cluster::chart::RELEASE_NAMESPACE);
+    // SQLite: the default file, relative to the container's directory, on the volume.
+    let file = std::path::Path::new(container["workingDir"].as_str().unwrap())
+        .join(banlieue_store::sqlite_file(&config.database_url).unwrap());
+    let data = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "data")
+        .unwrap();
     assert_eq!(
-        banlieue_store::sqlite_file(&config.database_url).unwrap(),
-        std::path::Path::new("/var/lib/banlieue-console/console.db")
+        file.parent().unwrap(),
+        std::path::Path::new(data["mountPath"].as_str().unwrap()),
+        "the database is on the volume"
     );
 }
 
@@ -384,15 +394,14 @@ fn the_console_runs_unprivileged_and_writes_only_to_its_volumes() {
             .unwrap()
             .clone()
     };
-    // SQLite's URL is an argument (templates/deployment.yaml says why).
-    let args: Vec<&str> = container["args"]
-        .as_array()
+    // SQLite's file is the console's default, in the container's directory
+    // (templates/deployment.yaml says why).
+    let default = Cli::try_parse_from(["banlieue-console"])
         .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
-    let url = args[args.iter().position(|a| *a == "--database-url").unwrap() + 1].to_owned();
-    let file = banlieue_store::sqlite_file(&url).unwrap();
+        .settings
+        .database_url;
+    let file = std::path::Path::new(container["workingDir"].as_str().unwrap())
+        .join(banlieue_store::sqlite_file(&default).unwrap());
     let data = volume_at(file.parent().unwrap().to_str().unwrap());
     assert_eq!(
         data["persistentVolumeClaim"]["claimName"],
