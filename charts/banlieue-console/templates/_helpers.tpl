@@ -21,7 +21,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* The container image: repository:tag, the tag defaulting to the chart's appVersion. */}}
 {{- define "banlieue-console.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion }}
+{{- /* A digest alone pins the image by it, with no tag. */}}
+{{- .Values.image.repository }}{{ if hasPrefix "@" $tag }}{{ $tag }}{{ else }}:{{ $tag }}{{ end }}
 {{- end }}
 
 {{/* The name of the console's port: https when it serves TLS itself, else http. */}}
@@ -69,7 +71,13 @@ schema only names the rule that failed).
 {{- end }}
 {{- include "banlieue-console.checkAuthority" (dict "name" "externalURL" "value" .Values.externalURL) }}
 {{- with .Values.kubeconfig.server }}
+{{- if not (hasPrefix "https://" .) }}
+{{- fail (printf "kubeconfig.server is %q: downloaded kubeconfigs send people's ID tokens to it, so it must be https://" .) }}
+{{- end }}
 {{- include "banlieue-console.checkAuthority" (dict "name" "kubeconfig.server" "value" .) }}
+{{- end }}
+{{- range .Values.service.loadBalancerSourceRanges }}
+{{- include "banlieue-console.checkRange" (dict "name" "service.loadBalancerSourceRanges" "value" .) }}
 {{- end }}
 {{- range .Values.trustedProxies }}
 {{- include "banlieue-console.checkRange" (dict "name" "trustedProxies" "value" .) }}
@@ -129,6 +137,9 @@ schema only names the rule that failed).
 {{- end }}
 {{- if not $prefix }}
 {{- fail (printf "claimSubjectPolicy.issuerPrefixes: %s has an empty prefix: any Kubernetes user whose name is a subject id of that issuer could claim as that subject; give the prefix its AuthenticationConfiguration gives" $issuer) }}
+{{- end }}
+{{- if eq $issuer (include "banlieue-console.issuer" $) }}
+{{- fail (printf "claimSubjectPolicy.issuerPrefixes: %s is this console's own issuer (externalURL), whose people are always console:<name>: another prefix for it would refuse every claim they make" $issuer) }}
 {{- end }}
 {{- if or (hasPrefix "system:" $prefix) (hasPrefix "console:" $prefix) }}
 {{- fail (printf "claimSubjectPolicy.issuerPrefixes: %s's prefix %s is reserved (system: is Kubernetes' own identities', console: the console's): the admission policies would treat those identities as that issuer's people" $issuer $prefix) }}

@@ -732,6 +732,21 @@ async fn the_schema_refuses_bad_values() {
             "simulatedProvider.enabled needs runControllers",
         ),
         (
+            &["kubeconfig.server=http://k8s.example.org:6443"],
+            "so it must be https://",
+        ),
+        (
+            &[
+                "service.type=LoadBalancer",
+                "service.loadBalancerSourceRanges[0]=10.0.0.1/8",
+            ],
+            "service.loadBalancerSourceRanges: 10.0.0.1/8 has bits set past its /8 prefix",
+        ),
+        (
+            &["claimSubjectPolicy.issuerPrefixes=https://console.example.com=corp:"],
+            "https://console.example.com is this console's own issuer",
+        ),
+        (
             &[
                 "ingress.enabled=true",
                 "externalURL=https://console.example.com:8443",
@@ -914,6 +929,78 @@ async fn the_simulated_providers_rights_come_only_with_it() {
         .map(String::from),
     );
     assert_eq!(with, expected);
+}
+
+#[tokio::test]
+async fn a_digest_alone_pins_the_image() {
+    let Some(bed) = testbed() else { return };
+    let digest = format!("@sha256:{}", "a".repeat(64));
+    let rendered = bed
+        .helm_ok(&[
+            "template",
+            "digest",
+            CHART,
+            "--set-string",
+            &format!("image.tag={digest}"),
+        ])
+        .await;
+    assert!(
+        rendered.contains(&format!("image: \"banlieue-console{digest}\"")),
+        "{rendered}"
+    );
+}
+
+#[tokio::test]
+async fn an_upgrade_may_not_shrink_or_move_the_kept_sqlite_claim() {
+    let Some(bed) = testbed() else { return };
+    let ns = bed.namespace("chart-claim").await;
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(bed.admin_client().await, &ns.name);
+    let claim = json!({
+        "metadata": {"name": "banlieue-console-data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}},
+    });
+    claims
+        .create(&Default::default(), &serde_json::from_value(claim).unwrap())
+        .await
+        .unwrap();
+    // Rendered against the cluster (`lookup` sees the claim), as an upgrade renders.
+    let render = |set: &'static str| {
+        [
+            "template",
+            "kept",
+            CHART,
+            "-n",
+            &ns.name,
+            "--dry-run=server",
+            "--set",
+            set,
+        ]
+        .map(str::to_owned)
+    };
+    for (set, reason) in [
+        (
+            "database.sqlite.size=1Gi",
+            "a claim cannot shrink; set 2Gi or more",
+        ),
+        (
+            "database.sqlite.size=3Gi",
+            "does not allow volume expansion: keep 2Gi",
+        ),
+        (
+            "database.sqlite.storageClassName=fast",
+            "a claim's class cannot change",
+        ),
+    ] {
+        let args = render(set);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let stderr = helm_refuses(&bed, &args).await;
+        assert!(stderr.contains(reason), "{set}: {stderr}");
+    }
+    let args = render("database.sqlite.size=2Gi");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    bed.helm_ok(&args).await;
+    ns.delete().await;
 }
 
 #[tokio::test]
@@ -1175,8 +1262,8 @@ async fn upgrades_and_rollbacks_between_sqlite_and_postgres_go_through() {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
         Api::namespaced(client.clone(), &ns.name);
-    // What each database type makes of the Deployment: its arguments, and whether the
-    // database URL comes from the PostgreSQL Secret.
+    // What each database type makes of the Deployment: whether the SQLite volume is
+    // mounted, and whether the database URL comes from the PostgreSQL Secret.
     let runs = || async {
         let deployment = deployments.get("banlieue-console").await.unwrap();
         let container = &deployment.spec.template.spec.unwrap().containers[0];
@@ -1187,13 +1274,15 @@ async fn upgrades_and_rollbacks_between_sqlite_and_postgres_go_through() {
             .filter(|v| v.name == "BANLIEUE_DATABASE_URL")
             .map(|v| v.value.is_none() && v.value_from.is_some())
             .collect::<Vec<_>>();
-        (
-            container.args.clone().unwrap_or_default().len(),
-            from_secret,
-        )
+        let mounts_data = container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| m.name == "data");
+        (mounts_data, from_secret)
     };
-    let sqlite = (3, Vec::new());
-    let postgres = (1, vec![true]);
+    let sqlite = (true, Vec::new());
+    let postgres = (false, vec![true]);
     let to_postgres = [
         "--reuse-values",
         "--set",
@@ -1308,16 +1397,30 @@ async fn helm_install_runs_the_console_as_the_values_say() {
             container.image_pull_policy.as_deref(),
             Some(text(&values["image"]["pullPolicy"]).as_str())
         );
-        let args: &[&str] = if values["database"]["type"] == "sqlite" {
-            &[
-                "serve",
-                "--database-url",
-                "sqlite:///var/lib/banlieue-console/console.db",
-            ]
-        } else {
-            &["serve"]
-        };
-        assert_eq!(container.args.clone().unwrap_or_default(), args, "{file}");
+        assert_eq!(
+            container.args.clone().unwrap_or_default(),
+            ["serve"],
+            "{file}"
+        );
+        // SQLite's file is the console's default (data/console.db) in this directory, for
+        // `serve` and for an exec'd `banlieue-console admin …` alike.
+        assert_eq!(
+            container.working_dir.as_deref(),
+            Some("/var/lib/banlieue-console"),
+            "{file}"
+        );
+        let data = container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == "data")
+            .map(|m| m.mount_path.as_str());
+        let sqlite = values["database"]["type"] == "sqlite";
+        assert_eq!(
+            data,
+            sqlite.then_some("/var/lib/banlieue-console/data"),
+            "{file}"
+        );
         let port_name = if values["tls"]["secretName"] == "" {
             "http"
         } else {
