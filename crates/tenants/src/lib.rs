@@ -16,6 +16,7 @@ pub mod document;
 pub mod jwks;
 pub mod registry;
 pub mod source;
+mod token;
 pub mod verify;
 
 pub use document::{DocumentError, JwksLocation, RawDocument, Tenant, TenantSet, Warning};

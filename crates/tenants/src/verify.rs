@@ -9,21 +9,25 @@
 //! [`VerifyError::Suspended`] (403); roles are the token's roles that the tenant allows,
 //! or its default role when none remain.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use banlieue_domain::RoleName;
-use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use jsonwebtoken::decode_header;
-use serde_json::{Map, Value};
+use base64::{DecodeSliceError, Engine};
 
 use crate::document::{JwksLocation, Tenant};
 use crate::jwks::{ALGORITHMS, JwksCache, KeyError};
 use crate::registry::{Snapshot, Stale, TenantRegistry};
+use crate::token::{ClaimValue, Claims, HEADER_BYTES, Parts};
 
 /// Seconds of clock difference allowed with a provider for `exp` and `nbf`.
 const LEEWAY_SECONDS: u64 = 60;
+
+/// The most bytes of a signature decoded on the stack: an RSA-8192 one, the longest of any
+/// key accepted.
+const SIGNATURE_BYTES: usize = 1024;
 
 /// The most bytes of a subject or user name (as Kubernetes user names go, with room for
 /// the `oidc:<tenant>:` prefix).
@@ -167,7 +171,10 @@ impl TenantVerifier {
     pub async fn verify(&self, token: &str, now: Instant) -> Result<TenantIdentity, VerifyError> {
         let snapshot = self.registry.current(now)?;
         self.prune(&snapshot);
-        let header = decode_header(token).map_err(|e| VerifyError::Malformed(e.to_string()))?;
+        let malformed = |e: jsonwebtoken::errors::Error| VerifyError::Malformed(e.to_string());
+        let parts = Parts::split(token).map_err(malformed)?;
+        let mut header = [0; HEADER_BYTES];
+        let header = parts.header(&mut header).map_err(malformed)?;
         if !ALGORITHMS.contains(&header.alg) {
             return Err(VerifyError::Invalid(format!(
                 "the algorithm {:?} is not accepted",
@@ -184,23 +191,24 @@ impl TenantVerifier {
             )));
         }
         // Read before the signature is checked, to choose the keys; trusted only after.
-        let claims: Map<String, Value> = jsonwebtoken::dangerous::insecure_decode_claims(token)
-            .map_err(|e| VerifyError::Malformed(e.to_string()))?;
+        let payload = parts.payload().map_err(malformed)?;
+        let claims = Claims::parse(&payload).map_err(malformed)?;
         let issuer = claims
             .get("iss")
-            .and_then(Value::as_str)
+            .and_then(ClaimValue::as_str)
             .ok_or_else(|| VerifyError::Claim {
                 claim: "iss".into(),
                 reason: "is missing or not a string".into(),
-            })?
-            .to_owned();
+            })?;
         let candidates: Vec<&Tenant> = snapshot
             .tenants
             .values()
             .filter(|tenant| tenant.issuer == issuer)
             .collect();
         if candidates.is_empty() {
-            return Err(VerifyError::UnknownIssuer { issuer });
+            return Err(VerifyError::UnknownIssuer {
+                issuer: issuer.to_owned(),
+            });
         }
         let mut endpoints: Vec<&JwksLocation> = Vec::new();
         for tenant in &candidates {
@@ -223,7 +231,7 @@ impl TenantVerifier {
                     continue;
                 }
             };
-            if let Err(error) = check_signature(token, &key, header.alg) {
+            if let Err(error) = check_signature(&parts, &key, header.alg) {
                 failure = Some(error);
                 continue;
             }
@@ -233,7 +241,9 @@ impl TenantVerifier {
             for tenant in candidates.iter().filter(|t| &t.jwks == endpoint) {
                 if !has_audience(&claims, tenant.audience.as_deref()) {
                     tried.push(format!("{}: not its audience", tenant.id));
-                } else if claims.get(&tenant.tenant_claim).and_then(Value::as_str)
+                } else if claims
+                    .get(&tenant.tenant_claim)
+                    .and_then(ClaimValue::as_str)
                     != Some(tenant.id.as_str())
                 {
                     tried.push(format!(
@@ -254,14 +264,14 @@ impl TenantVerifier {
             }
             0 => {
                 return Err(VerifyError::NoTenant {
-                    issuer,
+                    issuer: issuer.to_owned(),
                     reason: tried.join("; "),
                 });
             }
             _ => {
                 let names: Vec<&str> = matched.iter().map(|t| t.id.as_str()).collect();
                 return Err(VerifyError::NoTenant {
-                    issuer,
+                    issuer: issuer.to_owned(),
                     reason: format!("it names several: {}", names.join(", ")),
                 });
             }
@@ -283,22 +293,25 @@ impl TenantVerifier {
     }
 }
 
-/// Whether `key` verifies `token`'s signature under `algorithm`.
+/// Whether `key` verifies the signature of `parts` under `algorithm`.
 ///
 /// Errors: [`VerifyError::Invalid`].
 fn check_signature(
-    token: &str,
+    parts: &Parts,
     key: &crate::jwks::VerifyingKey,
     algorithm: jsonwebtoken::Algorithm,
 ) -> Result<(), VerifyError> {
     let invalid = |why: &str| VerifyError::Invalid(why.to_owned());
-    let (message, signature) = token
-        .rsplit_once('.')
-        .ok_or_else(|| invalid("not three parts"))?;
-    let signature = URL_SAFE_NO_PAD
-        .decode(signature)
-        .map_err(|_| invalid("the signature is not base64url"))?;
-    if !key.verifies(algorithm, message.as_bytes(), &signature) {
+    let mut buffer = [0; SIGNATURE_BYTES];
+    let signature = match URL_SAFE_NO_PAD.decode_slice(parts.signature, &mut buffer) {
+        Ok(length) => Ok(Cow::Borrowed(&buffer[..length])),
+        Err(DecodeSliceError::OutputSliceTooSmall) => {
+            URL_SAFE_NO_PAD.decode(parts.signature).map(Cow::Owned)
+        }
+        Err(DecodeSliceError::DecodeError(error)) => Err(error),
+    }
+    .map_err(|_| invalid("the signature is not base64url"))?;
+    if !key.verifies(algorithm, parts.message.as_bytes(), &signature) {
         return Err(invalid("the signature does not verify"));
     }
     Ok(())
@@ -308,10 +321,10 @@ fn check_signature(
 /// [`LEEWAY_SECONDS`], and a `sub`.
 ///
 /// Errors: [`VerifyError::Invalid`] saying which.
-fn check_times(claims: &Map<String, Value>) -> Result<(), VerifyError> {
+fn check_times(claims: &Claims) -> Result<(), VerifyError> {
     let invalid = |why: &str| Err(VerifyError::Invalid(why.to_owned()));
     let now = jsonwebtoken::get_current_timestamp();
-    match claims.get("exp").map(Value::as_u64) {
+    match claims.get("exp").map(ClaimValue::as_u64) {
         None => return invalid("no expiry (exp)"),
         Some(None) => return invalid("exp is not a time"),
         Some(Some(exp)) if exp.saturating_add(LEEWAY_SECONDS) <= now => {
@@ -319,14 +332,14 @@ fn check_times(claims: &Map<String, Value>) -> Result<(), VerifyError> {
         }
         Some(Some(_)) => {}
     }
-    match claims.get("nbf").map(Value::as_u64) {
+    match claims.get("nbf").map(ClaimValue::as_u64) {
         Some(None) => return invalid("nbf is not a time"),
         Some(Some(nbf)) if nbf > now.saturating_add(LEEWAY_SECONDS) => {
             return invalid("the token is not valid yet (nbf)");
         }
         _ => {}
     }
-    if !claims.contains_key("sub") {
+    if claims.get("sub").is_none() {
         return invalid("no subject (sub)");
     }
     Ok(())
@@ -350,19 +363,19 @@ pub fn unverified_issuer(token: &str) -> Result<String, VerifyError> {
 }
 
 /// Whether `claims`' `aud` (a string or a list) holds `audience`; any when `None`.
-fn has_audience(claims: &Map<String, Value>, audience: Option<&str>) -> bool {
+fn has_audience(claims: &Claims, audience: Option<&str>) -> bool {
     let Some(audience) = audience else {
         return true;
     };
     match claims.get("aud") {
-        Some(Value::String(aud)) => aud == audience,
-        Some(Value::Array(auds)) => auds.iter().any(|aud| aud.as_str() == Some(audience)),
+        Some(ClaimValue::Text(aud)) => aud == audience,
+        Some(ClaimValue::List(auds)) => auds.iter().any(|aud| aud.as_str() == Some(audience)),
         _ => false,
     }
 }
 
 /// The identity `claims` give in `tenant`.
-fn identity(tenant: &Tenant, claims: &Map<String, Value>) -> Result<TenantIdentity, VerifyError> {
+fn identity(tenant: &Tenant, claims: &Claims) -> Result<TenantIdentity, VerifyError> {
     let name_claim = |claim: &str| -> Result<String, VerifyError> {
         let refuse = |reason: &str| VerifyError::Claim {
             claim: claim.to_owned(),
@@ -383,10 +396,10 @@ fn identity(tenant: &Tenant, claims: &Map<String, Value>) -> Result<TenantIdenti
     };
     let subject = name_claim("sub")?;
     let username = name_claim(&tenant.username_claim)?;
-    let token_roles: Vec<&str> = match claims.get(&tenant.roles_claim) {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(role)) => vec![role.as_str()],
-        Some(Value::Array(roles)) => roles.iter().filter_map(Value::as_str).collect(),
+    let token_roles: &[ClaimValue] = match claims.get(&tenant.roles_claim) {
+        None | Some(ClaimValue::Null) => &[],
+        Some(role @ ClaimValue::Text(_)) => std::slice::from_ref(role),
+        Some(ClaimValue::List(roles)) => roles,
         Some(_) => {
             return Err(VerifyError::Claim {
                 claim: tenant.roles_claim.clone(),
@@ -397,13 +410,22 @@ fn identity(tenant: &Tenant, claims: &Map<String, Value>) -> Result<TenantIdenti
     let mut roles: Vec<RoleName> = tenant
         .allowed_roles
         .iter()
-        .filter(|role| token_roles.contains(&role.as_str()))
+        .filter(|role| {
+            token_roles
+                .iter()
+                .any(|token_role| token_role.as_str() == Some(role.as_str()))
+        })
         .cloned()
         .collect();
     if roles.is_empty() {
         roles.push(tenant.default_role.clone());
     }
-    let text = |claim: &str| claims.get(claim).and_then(Value::as_str).map(str::to_owned);
+    let text = |claim: &str| {
+        claims
+            .get(claim)
+            .and_then(ClaimValue::as_str)
+            .map(str::to_owned)
+    };
     Ok(TenantIdentity {
         tenant: tenant.id.clone(),
         subject,
@@ -414,7 +436,7 @@ fn identity(tenant: &Tenant, claims: &Map<String, Value>) -> Result<TenantIdenti
         namespaces: tenant.namespaces.clone(),
         expires_at: claims
             .get("exp")
-            .and_then(Value::as_u64)
+            .and_then(ClaimValue::as_u64)
             .unwrap_or_default(),
     })
 }

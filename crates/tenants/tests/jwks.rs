@@ -58,6 +58,21 @@ async fn tokens_no_provider_would_sign_are_refused() {
     // Signed by a key of ours under the provider's kid.
     let forged = HandKey::new("k1").sign(claims(&server.base, "hand"), None, None);
     assert!(matches!(refused(forged).await, VerifyError::Invalid(_)));
+    // A signature longer than any key's (RSA-8192: 1,024 bytes), readable or not.
+    let message = good.rsplit_once('.').unwrap().0;
+    for (signature, why) in [
+        ("A".repeat(2000), "the signature does not verify"),
+        (
+            format!("{}!", "A".repeat(2000)),
+            "the signature is not base64url",
+        ),
+        ("A!".into(), "the signature is not base64url"),
+    ] {
+        assert_eq!(
+            refused(format!("{message}.{signature}")).await,
+            VerifyError::Invalid(why.into())
+        );
+    }
     // `alg: none`, and HMAC with the public key as the secret.
     let body = good.split('.').nth(1).unwrap();
     let none = format!(
