@@ -9,8 +9,8 @@
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -289,6 +289,35 @@ async fn principal(
     }
 }
 
+/// The bearer token's principal ([`principal`]); a request without one is answered
+/// with its problem before the handler runs.
+struct Bearer(Principal);
+
+impl FromRequestParts<AppState> for Bearer {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, app: &AppState) -> Result<Self, Response> {
+        principal(app, &parts.headers, &parts.extensions)
+            .await
+            .map(Self)
+    }
+}
+
+/// A query string read into `T` (which refuses unknown parameters); one that does not
+/// fit is a 400 problem.
+struct StrictQuery<T>(T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequestParts<S> for StrictQuery<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(query)| Self(query))
+            .map_err(|rejection| problem(StatusCode::BAD_REQUEST, rejection.body_text()))
+    }
+}
+
 /// A pool, as `GET /api/v1/pools` lists it.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -312,15 +341,7 @@ struct Items<T> {
 }
 
 /// `GET /api/v1/pools`: the pools the caller may list (as the dashboard shows them).
-async fn pools(
-    State(app): State<AppState>,
-    headers: HeaderMap,
-    extensions: Extensions,
-) -> Response {
-    let who = match principal(&app, &headers, &extensions).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
+async fn pools(State(app): State<AppState>, Bearer(who): Bearer) -> Response {
     match app.console.claimable_pools(&who).await {
         Ok(rows) => json(
             StatusCode::OK,
@@ -355,18 +376,9 @@ struct ListClaims {
 /// Kubernetes has them (`banlieue.io/v1alpha1` VirtualMachineClaims).
 async fn list_claims(
     State(app): State<AppState>,
-    headers: HeaderMap,
-    extensions: Extensions,
-    query: Result<Query<ListClaims>, QueryRejection>,
+    Bearer(who): Bearer,
+    StrictQuery(query): StrictQuery<ListClaims>,
 ) -> Response {
-    let who = match principal(&app, &headers, &extensions).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
-    let query = match query {
-        Ok(Query(query)) => query,
-        Err(rejection) => return problem(StatusCode::BAD_REQUEST, rejection.body_text()),
-    };
     let scope = match query.scope.as_deref() {
         None | Some("own") => ClaimScope::Own,
         Some("everyone") => ClaimScope::Everyone,
@@ -404,14 +416,10 @@ struct NewClaim {
 /// binds it: poll `GET` on the `Location` until `status.phase` is `Bound`.
 async fn create_claim(
     State(app): State<AppState>,
+    Bearer(who): Bearer,
     headers: HeaderMap,
-    extensions: Extensions,
     body: Bytes,
 ) -> Response {
-    let who = match principal(&app, &headers, &extensions).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -477,19 +485,11 @@ struct ReadClaim {
 /// expires (watch again with a fresh one).
 async fn read_claim(
     State(app): State<AppState>,
+    Bearer(who): Bearer,
     headers: HeaderMap,
-    extensions: Extensions,
     Path((namespace, name)): Path<(String, String)>,
-    query: Result<Query<ReadClaim>, QueryRejection>,
+    StrictQuery(query): StrictQuery<ReadClaim>,
 ) -> Response {
-    let who = match principal(&app, &headers, &extensions).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
-    let query = match query {
-        Ok(Query(query)) => query,
-        Err(rejection) => return problem(StatusCode::BAD_REQUEST, rejection.body_text()),
-    };
     if query.watch {
         return watch_claim(&app, who, &headers, &namespace, &name).await;
     }
@@ -504,14 +504,9 @@ async fn read_claim(
 /// button does); 202, as the claim stays `Releasing` until its VM is gone.
 async fn release_claim(
     State(app): State<AppState>,
-    headers: HeaderMap,
-    extensions: Extensions,
+    Bearer(who): Bearer,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
-    let who = match principal(&app, &headers, &extensions).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
     match app.console.release_claim(&who, &namespace, &name).await {
         Ok(()) => StatusCode::ACCEPTED.into_response(),
         Err(error) => service_problem(error),
