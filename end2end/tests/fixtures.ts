@@ -145,13 +145,16 @@ export interface Person {
 
 /** Makes `name` with `roles` as the first admin (in a browser context of its own,
  *  without JavaScript: the forms need none), with a password the person then changes
- *  at their first sign-in, as every made user must. Returns how they sign in. */
+ *  at their first sign-in, as every made user must. Returns how they sign in. With
+ *  `firstSignIn: false` nobody signs in: the password returned is the admin's, still to
+ *  be changed. */
 export async function makePerson(
   browser: Browser,
   baseURL: string,
   initialPassword: string,
   name: string,
   roles: string[],
+  { firstSignIn = true } = {},
 ): Promise<Person> {
   const person = { name, password: `${name} has a passphrase of their own` };
   const first = `${name} got this one from the admin`;
@@ -166,6 +169,10 @@ export async function makePerson(
   await admin.locator('input[name="password"]').fill(first);
   await admin.getByRole('button', { name: 'Create user' }).click();
   await expect(admin.getByRole('status')).toHaveText('User created.');
+  if (!firstSignIn) {
+    await context.close();
+    return { name, password: first };
+  }
   await context.clearCookies();
   await admin.goto('/sign-in');
   await signIn(admin, name, first);

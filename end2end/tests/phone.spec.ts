@@ -1,5 +1,5 @@
 import { Browser, Locator, Page } from '@playwright/test';
-import { test, expect, makePerson, open, signIn, signInAsAdmin, until, Person } from './fixtures';
+import { test, expect, makePerson, open, signIn, signInAsAdmin, until, Person, JAPANESE_SIGN_IN } from './fixtures';
 
 // Phone width (390 px), English and Japanese, JavaScript on and off: no page with a
 // table is wider than the screen (the dashboard with My and All sandboxes, a claim's
@@ -185,4 +185,33 @@ test('the header stays on one line at 1280 px, in Japanese too', async ({ browse
     expect((await header.boundingBox())!.height, `${language}: one line high`).toBeLessThan(70);
     await context.close();
   }
+});
+
+test('the sign-in card, the password change and the authorization card at 390 px, in Japanese', async ({ browser, initialPassword }, info) => {
+  test.setTimeout(60_000);
+  const js = info.project.use.javaScriptEnabled !== false;
+  const baseURL = info.project.use.baseURL!;
+  const who = await makePerson(browser, baseURL, initialPassword, 'nina-phone', ['viewer'], { firstSignIn: false });
+  const context = await browser.newContext({ baseURL, javaScriptEnabled: js, locale: 'ja-JP', viewport: { width: WIDTH, height: 844 } });
+  const page = await context.newPage();
+  await open(page, '/sign-in', js);
+  await expect(page.getByRole('heading', { name: 'サインイン' })).toBeVisible();
+  await fitsTheScreen(page);
+  await signIn(page, who.name, who.password, JAPANESE_SIGN_IN);
+  await expect(page.getByRole('heading', { name: 'パスワードの変更' })).toBeVisible();
+  await fitsTheScreen(page);
+  const chosen = 'nina chose a passphrase';
+  await page.getByLabel('現在のパスワード').fill(who.password);
+  await page.getByLabel('新しいパスワード', { exact: true }).fill(chosen);
+  await page.getByLabel('新しいパスワード（確認）').fill(chosen);
+  await page.getByRole('button', { name: 'パスワードを変更' }).click();
+  await expect(page.getByTestId('welcome')).toBeVisible();
+  const authorize =
+    '/oidc/authorize?response_type=code&client_id=banlieue-cli&redirect_uri=http%3A%2F%2F127.0.0.1%3A53124%2Fcallback' +
+    '&scope=openid&state=s&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256';
+  await open(page, authorize, js);
+  await expect(page.getByText('nina-phone としてコマンドラインツールに進みますか?')).toBeVisible();
+  await fitsTheScreen(page);
+  await expect(page.getByRole('button', { name: '続行' })).toBeInViewport();
+  await context.close();
 });
