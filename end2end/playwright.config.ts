@@ -1,13 +1,16 @@
 import { defineConfig } from '@playwright/test';
 import { servers } from './servers';
 
-// Each project gets its own console (own database, own first admin), so the JavaScript
-// and no-JavaScript runs can both walk the first-admin flow. Tests in a project run in
-// file order: they follow one person's journey.
+// Each project gets its own console (own database, own first admin, own dev cluster).
+// Spec files run side by side (BANLIEUE_E2E_WORKERS, default 2), each alone as well: a
+// file makes the people it needs (fixtures.ts, makePerson), signs the first admin in
+// with whichever password the suite has set (signInAsAdmin), and console.spec.ts walks
+// the first-admin flow on a console of its own. Tests in a file run in order: they
+// follow one person's journey.
 export default defineConfig({
   testDir: './tests',
   fullyParallel: false,
-  workers: 1,
+  workers: Number(process.env.BANLIEUE_E2E_WORKERS ?? 2),
   retries: 0,
   timeout: 30_000,
   reporter: [['list']],

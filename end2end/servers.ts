@@ -11,6 +11,10 @@ export interface ConsoleServer {
 /** First of the two loopback ports; `BANLIEUE_E2E_PORT` moves them (e.g. beside a CI run). */
 const firstPort = Number(process.env.BANLIEUE_E2E_PORT ?? 3101);
 
+/** The port of the console of a spec file's own started by worker `parallelIndex` (see
+ *  fixtures.ts, `ownConsole`): after the projects' two, one per worker. */
+export const ownConsolePort = (parallelIndex: number) => firstPort + 10 + parallelIndex;
+
 export const servers: ConsoleServer[] = [
   { project: 'js', port: firstPort, baseURL: `http://127.0.0.1:${firstPort}`, javaScript: true },
   { project: 'no-js', port: firstPort + 1, baseURL: `http://127.0.0.1:${firstPort + 1}`, javaScript: false },

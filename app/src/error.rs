@@ -83,8 +83,11 @@ pub enum AppError {
     },
     /// A claim form with an unknown pool or a lifetime not offered.
     InvalidClaim,
-    /// A custom-role form with a bad or built-in name, or no permission ticked.
+    /// A custom-role form with no permission ticked, or one a custom role may not grant.
     InvalidRole,
+    /// A custom-role name that is malformed or a built-in role's; the message states the
+    /// rule ([`banlieue_domain::RoleName`]).
+    InvalidRoleName,
     /// A pool form with a bad name, sizes or template.
     InvalidPool,
     /// The cluster could not be reached or did not answer in time (transport, TLS, the
@@ -117,11 +120,13 @@ impl AuthorizationProblem {
 }
 
 impl AppError {
-    /// The whole HTML document of a page that is only this error, in the console's look,
-    /// with a link onward: to sign in when that is what is missing, to the password change
-    /// while it is due, else to the dashboard. For answers given before (or instead of) a
-    /// page: refused access, unreadable forms, wrong methods.
-    pub fn document(&self, locale: Locale) -> String {
+    /// The whole HTML document of a page that is only this error, in the console's look
+    /// (the person's language, and the theme they chose, as the pages have it), with a
+    /// link onward: to sign in when that is what is missing, to the password change while
+    /// it is due, else to the dashboard. For answers given before (or instead of) a page:
+    /// refused access, unreadable forms, wrong methods.
+    pub fn document(&self, look: crate::Look) -> String {
+        let locale = look.locale;
         let (onward, link) = match self {
             Self::NotSignedIn => (crate::paths::SIGN_IN, "error-page-sign-in"),
             Self::MustChangePassword => {
@@ -133,9 +138,9 @@ impl AppError {
         let message = escape_html(&self.message(locale));
         let link = escape_html(&locale.t(link));
         format!(
-            "<!DOCTYPE html><html lang=\"{lang}\"><head><meta charset=\"utf-8\">\
+            "<!DOCTYPE html><html lang=\"{lang}\" class=\"{theme}\"><head><meta charset=\"utf-8\">\
              <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-             <meta name=\"color-scheme\" content=\"light dark\">\
+             <meta name=\"color-scheme\" content=\"{color_scheme}\">\
              <link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\">\
              <link rel=\"stylesheet\" href=\"{stylesheet}\"><title>{title}</title></head>\
              <body class=\"min-h-screen bg-slate-50 text-slate-900 antialiased dark:bg-slate-950 dark:text-slate-100\">\
@@ -145,6 +150,8 @@ impl AppError {
              <a href=\"{onward}\" class=\"text-indigo-600 hover:underline dark:text-indigo-400\">{link}</a>\
              </main></body></html>",
             lang = locale.tag(),
+            theme = look.theme.class(),
+            color_scheme = look.theme.color_scheme(),
             stylesheet = crate::assets::stylesheet(),
         )
     }
@@ -187,6 +194,7 @@ impl AppError {
             Self::Kubernetes { .. } => "error-kubernetes",
             Self::InvalidClaim => "error-invalid-claim",
             Self::InvalidRole => "error-invalid-role",
+            Self::InvalidRoleName => "error-invalid-role-name",
             Self::InvalidPool => "error-invalid-pool",
             Self::ClusterUnavailable { .. } => "error-cluster-unavailable",
             Self::Internal { .. } => "error-internal",
@@ -215,6 +223,7 @@ impl AppError {
             | Self::InvalidAuthorizationRequest { .. }
             | Self::InvalidClaim
             | Self::InvalidRole
+            | Self::InvalidRoleName
             | Self::InvalidPool => 400,
             Self::Kubernetes { code, .. } if (400..600).contains(code) => *code,
             Self::Kubernetes { .. } => 502,
@@ -309,6 +318,7 @@ impl AppError {
             },
             Self::InvalidClaim,
             Self::InvalidRole,
+            Self::InvalidRoleName,
             Self::InvalidPool,
             Self::Internal {
                 correlation_id: "x".into(),

@@ -21,8 +21,8 @@ pub use banlieue_domain::views::{
 pub use error::{AppError, AuthorizationProblem};
 pub use i18n::Locale;
 pub use state::{
-    AccountView, AuditFilter, AuditRow, AuditView, AuthorizeView, FormFeedback, Navigation, Notice,
-    Page, PageData, PageState, SessionRow, UserRow, UserView, UsersView,
+    AccountView, AuditFilter, AuditRow, AuditView, AuthorizeView, FormFeedback, Look, Navigation,
+    Notice, Page, PageData, PageState, SessionRow, UserRow, UserView, UsersView,
 };
 pub use theme::Theme;
 

@@ -35,6 +35,25 @@ pub struct PageState {
     pub nav: Navigation,
 }
 
+/// How the console speaks and looks to the person: their language and theme. Pages read
+/// them from [`PageState`]; answers given before (or instead of) a page, such as the
+/// error documents, from this.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Look {
+    pub locale: Locale,
+    pub theme: Theme,
+}
+
+impl PageState {
+    /// The language and theme of this request.
+    pub fn look(&self) -> Look {
+        Look {
+            locale: self.locale,
+            theme: self.theme,
+        }
+    }
+}
+
 /// What the header links to beyond the console's own pages, each shown when a
 /// SelfSubjectAccessReview allows what the page offers (SPEC §5: the UI hides what the
 /// person cannot do).
@@ -230,6 +249,11 @@ pub struct UsersView {
     pub per_page: i64,
     pub total: i64,
     pub rows: Vec<UserRow>,
+    /// The roles the create form offers, as checkboxes.
+    pub role_choices: Vec<String>,
+    /// Whether the table has a Tenant column: tenants are configured, or a listed user
+    /// belongs to one (an always-empty column only puzzles).
+    pub show_tenant: bool,
 }
 
 /// One user's page, with a generated password to show once after create or reset.
@@ -237,6 +261,9 @@ pub struct UsersView {
 pub struct UserView {
     pub user: UserRow,
     pub shown_password: Option<String>,
+    /// The roles the profile form offers, as checkboxes: those that exist and those the
+    /// user holds.
+    pub role_choices: Vec<String>,
 }
 
 /// A browser session in "My sessions".

@@ -42,6 +42,16 @@ impl Theme {
         }
     }
 
+    /// The symbol of the theme switch's button: a half-filled circle (the system's,
+    /// either), a sun, a crescent moon.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Self::System => "◐",
+            Self::Light => "☀",
+            Self::Dark => "☾",
+        }
+    }
+
     /// The page's `color-scheme` (form controls, scroll bars): both, or the one chosen.
     pub fn color_scheme(self) -> &'static str {
         match self {

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import * as oidc from 'openid-client';
-import { test, expect, open, signIn, NEW_ADMIN_PASSWORD } from './fixtures';
+import { test, expect, open, signIn, signInAsAdmin, NEW_ADMIN_PASSWORD } from './fixtures';
 
 // A second relying party we did not write: npm's openid-client drives the issuer while
 // Chromium plays the person — the sign-in card, then the confirmation, with JavaScript
@@ -8,6 +8,13 @@ import { test, expect, open, signIn, NEW_ADMIN_PASSWORD } from './fixtures';
 // instead of served, as a CLI's listener would receive it.
 
 const REDIRECT = 'http://127.0.0.1:53124/callback';
+
+// The first admin signs in here with the suite's password, whichever file set it.
+test.beforeEach(async ({ browser, initialPassword }, info) => {
+  const context = await browser.newContext({ baseURL: info.project.use.baseURL, javaScriptEnabled: false });
+  await signInAsAdmin(await context.newPage(), initialPassword);
+  await context.close();
+});
 
 async function discover(baseURL: string): Promise<oidc.Configuration> {
   return oidc.discovery(new URL(baseURL), 'banlieue-cli', undefined, oidc.None(), {

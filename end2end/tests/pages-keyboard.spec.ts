@@ -1,5 +1,5 @@
 import { Locator, Page } from '@playwright/test';
-import { test, expect, signInAsAdmin, NEW_ADMIN_PASSWORD } from './fixtures';
+import { test, expect, makePerson } from './fixtures';
 
 // The core journey by keyboard alone (sign in, claim a sandbox, release it, sign out):
 // every stop of the Tab key shows where the focus is, and the first stop on a page with
@@ -46,11 +46,11 @@ async function tabTo(page: Page, target: Locator): Promise<void> {
   throw new Error(`Tab never reached ${target}`);
 }
 
-test('sign in, claim, release and sign out with the keyboard alone', async ({ browser, page, initialPassword }, info) => {
+test('sign in, claim, release and sign out with the keyboard alone', async ({ browser, initialPassword }, info) => {
   test.setTimeout(90_000);
   const js = info.project.use.javaScriptEnabled !== false;
-  // The admin's password is the suite's, whichever spec file ran first.
-  await signInAsAdmin(page, initialPassword);
+  // A person of this file's own, whose sandboxes are only this file's.
+  const who = await makePerson(browser, info.project.use.baseURL!, initialPassword, 'kim-keyboard', ['developer']);
   const context = await browser.newContext({ baseURL: info.project.use.baseURL, javaScriptEnabled: js });
   const keyboard = await context.newPage();
 
@@ -58,9 +58,9 @@ test('sign in, claim, release and sign out with the keyboard alone', async ({ br
   // The user name has the focus from the start.
   await expect(keyboard.getByLabel('User name')).toBeFocused();
   await expectVisibleFocus(keyboard);
-  await keyboard.keyboard.type('admin');
+  await keyboard.keyboard.type(who.name);
   await tabTo(keyboard, keyboard.getByLabel('Password', { exact: true }));
-  await keyboard.keyboard.type(NEW_ADMIN_PASSWORD);
+  await keyboard.keyboard.type(who.password);
   const live = js ? keyboard.waitForResponse((r) => r.url().endsWith('/events/dashboard')) : null;
   await keyboard.keyboard.press('Enter');
   await expect(keyboard.getByTestId('welcome')).toBeVisible();

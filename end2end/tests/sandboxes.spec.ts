@@ -1,19 +1,34 @@
-import { Locator, Page } from '@playwright/test';
-import { test, expect, open, signIn, until, NEW_ADMIN_PASSWORD } from './fixtures';
+import { Browser, Locator, Page } from '@playwright/test';
+import { test, expect, makePerson, open, signIn, until, Person, JAPANESE_SIGN_IN } from './fixtures';
 
 // The self-service journey against each console's dev cluster (the Kubernetes emulator
 // with the chart, the controllers and the simulated provider): claim a sandbox, watch it
-// become Bound with a countdown and a connect command, release it. With JavaScript the
-// page follows the cluster live; without it, a reload shows the new state.
+// become Bound with a countdown and a connect command, release it; an operator's All
+// sandboxes. With JavaScript the page follows the cluster live; without it, a reload
+// shows the new state. The file's people are its own: an operator, who sees All
+// sandboxes too, and a developer.
 
 test.describe.configure({ mode: 'serial' });
 
-/** Signs the admin in and waits until the dashboard is hydrated: it opens its live
+let operator: Person;
+let developer: Person;
+
+/** Signs the operator in and waits until the dashboard is hydrated: it opens its live
  *  stream while hydrating, and input is handled only after that. */
 async function signInLive(page: Page): Promise<void> {
   const live = page.waitForResponse((r) => r.url().endsWith('/events/dashboard'));
-  await signIn(page, 'admin', NEW_ADMIN_PASSWORD);
+  await signIn(page, operator.name, operator.password);
   await live;
+}
+
+/** A browser of its own for `who`, signed in. */
+async function personPage(browser: Browser, baseURL: string, js: boolean, who: Person, options = {}): Promise<Page> {
+  const context = await browser.newContext({ baseURL, javaScriptEnabled: js, locale: 'en-US', ...options });
+  const page = await context.newPage();
+  await open(page, '/sign-in', js);
+  await signIn(page, who.name, who.password);
+  await expect(page.getByTestId('welcome')).toBeVisible();
+  return page;
 }
 
 /** Fails when `locator` wraps: one line of text (at most 20 px here) plus its padding and
@@ -24,11 +39,18 @@ async function oneLine(locator: Locator): Promise<void> {
   expect(box!.height, `${await locator.textContent()} on one line`).toBeLessThan(40);
 }
 
+test('the people of this file', async ({ browser, initialPassword }, info) => {
+  test.setTimeout(90_000);
+  const baseURL = info.project.use.baseURL!;
+  operator = await makePerson(browser, baseURL, initialPassword, 'otto-sandboxes', ['operator']);
+  developer = await makePerson(browser, baseURL, initialPassword, 'dev-sandboxes', ['developer']);
+});
+
 test('claim a sandbox, see it bound, release it', async ({ page }, info) => {
   test.setTimeout(90_000);
   const js = info.project.use.javaScriptEnabled !== false;
   await open(page, '/sign-in', js);
-  await signIn(page, 'admin', NEW_ADMIN_PASSWORD);
+  await signIn(page, operator.name, operator.password);
   await expect(page.getByTestId('welcome')).toBeVisible();
   const pool = page.locator('[data-pool="sandbox"]');
   await expect(async () => {
@@ -53,7 +75,7 @@ test('claim a sandbox, see it bound, release it', async ({ page }, info) => {
   const copy = claim.getByRole('button', { name: 'Copy' });
   if (js) {
     await page.context().grantPermissions(['clipboard-read', 'clipboard-write']);
-    // The admin sees the same claim in All sandboxes too, with its own button: only the
+    // The operator sees the same claim in All sandboxes too, with its own button: only the
     // button pressed says it copied.
     const mine = await claim.getAttribute('data-claim');
     const everyone = page.locator(`[data-testid="any-claim"][data-claim="${mine}"]`);
@@ -103,7 +125,7 @@ test('after claiming: the notice follows the claim, the address forgets it, the 
   const js = info.project.use.javaScriptEnabled !== false;
   await open(page, '/sign-in', js);
   if (js) await signInLive(page);
-  else await signIn(page, 'admin', NEW_ADMIN_PASSWORD);
+  else await signIn(page, operator.name, operator.password);
   const pool = page.locator('[data-pool="sandbox"]');
   const lifetime = pool.getByLabel('Lifetime');
   // 900 s is the second choice (BANLIEUE_CLAIM_TTL_CHOICES=8,900): not the default.
@@ -147,7 +169,7 @@ test('an expired sandbox leaves the page by itself', async ({ page }, info) => {
   test.setTimeout(90_000);
   const js = info.project.use.javaScriptEnabled !== false;
   await open(page, '/sign-in', js);
-  await signIn(page, 'admin', NEW_ADMIN_PASSWORD);
+  await signIn(page, operator.name, operator.password);
   const pool = page.locator('[data-pool="sandbox"]');
   await pool.getByLabel('Lifetime').selectOption('8');
   await pool.getByRole('button', { name: 'Claim a sandbox' }).click();
@@ -161,6 +183,24 @@ test('an expired sandbox leaves the page by itself', async ({ page }, info) => {
   const detail = await page.context().newPage();
   await open(detail, `/claims/demo/${name}`, js);
   await expect(detail.getByTestId('claim-name')).toHaveText(name);
+  if (js) {
+    // The page's countdown runs down to 0:00 and no further, and stops with the claim:
+    // once it is gone there is no clock left ticking.
+    const seconds: number[] = [];
+    await expect(async () => {
+      const gone = await detail.getByTestId('claim-gone').isVisible();
+      for (const text of await detail.getByTestId('countdown').allTextContents()) {
+        const clock = /\((\d+):(\d\d)\)/.exec(text);
+        if (clock) seconds.push(Number(clock[1]) * 60 + Number(clock[2]));
+      }
+      expect(gone).toBe(true);
+    }).toPass({ timeout: 40_000, intervals: [250] });
+    expect(seconds.length, 'the countdown was seen').toBeGreaterThan(0);
+    // A live update renders the clock anew from the server's count: a second either way.
+    for (let i = 1; i < seconds.length; i++) expect(seconds[i]).toBeLessThanOrEqual(seconds[i - 1] + 1);
+    expect(Math.min(...seconds)).toBeGreaterThanOrEqual(0);
+    await expect(detail.getByTestId('countdown')).toHaveCount(0);
+  }
   await until(
     page,
     js,
@@ -174,6 +214,42 @@ test('an expired sandbox leaves the page by itself', async ({ page }, info) => {
   });
 });
 
+test("an operator's All sandboxes: someone else's claim with its subject, released by the operator", async ({ browser }, info) => {
+  test.setTimeout(90_000);
+  const js = info.project.use.javaScriptEnabled !== false;
+  const baseURL = info.project.use.baseURL!;
+  const dev = await personPage(browser, baseURL, js, developer);
+  // A developer oversees nobody's sandboxes.
+  await expect(dev.getByRole('heading', { name: 'All sandboxes' })).toHaveCount(0);
+  const pool = dev.locator('[data-pool="sandbox"]');
+  await pool.getByLabel('Lifetime').selectOption('900');
+  await pool.getByRole('button', { name: 'Claim a sandbox' }).click();
+  await expect(dev.getByRole('status')).toContainText('created');
+  const mine = dev.getByTestId('claim').first();
+  await until(dev, js, async (timeout) => {
+    await expect(mine).toHaveAttribute('data-phase', 'Bound', { timeout });
+  });
+  const name = (await mine.getAttribute('data-claim'))!;
+
+  const op = await personPage(browser, baseURL, js, operator);
+  await expect(op.getByRole('heading', { name: 'All sandboxes' })).toBeVisible();
+  const theirs = op.locator(`[data-testid="any-claim"][data-claim="${name}"]`);
+  await expect(theirs).toContainText(developer.name);
+  await expect(theirs.getByTestId('phase')).toHaveText('Bound');
+  await expect(op.locator(`[data-testid="claim"][data-claim="${name}"]`)).toHaveCount(0);
+  await theirs.getByText('Release…').click();
+  await theirs.getByRole('button', { name: 'Release', exact: true }).click();
+  await expect(op.getByRole('status')).toContainText('is being released');
+  await until(op, js, async (timeout) => {
+    await expect(op.locator(`[data-testid="any-claim"][data-claim="${name}"]`)).toHaveCount(0, { timeout });
+  });
+  await until(dev, js, async (timeout) => {
+    await expect(dev.getByTestId('claim')).toHaveCount(0, { timeout });
+  });
+  await dev.context().close();
+  await op.context().close();
+});
+
 test('the whole journey in Japanese, on a phone', async ({ browser }, info) => {
   test.setTimeout(90_000);
   const js = info.project.use.javaScriptEnabled !== false;
@@ -185,9 +261,7 @@ test('the whole journey in Japanese, on a phone', async ({ browser }, info) => {
   });
   const page = await context.newPage();
   await open(page, '/sign-in', js);
-  await page.getByLabel('ユーザー名').fill('admin');
-  await page.getByLabel('パスワード', { exact: true }).fill(NEW_ADMIN_PASSWORD);
-  await page.getByRole('button', { name: 'サインイン' }).click();
+  await signIn(page, operator.name, operator.password, JAPANESE_SIGN_IN);
   await expect(page.getByRole('heading', { name: 'プール' })).toBeVisible();
   const pool = page.locator('[data-pool="sandbox"]');
   await pool.getByLabel('利用期間').selectOption('900');

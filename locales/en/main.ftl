@@ -21,7 +21,7 @@ sign-in-submitting = Signing in…
 
 ## Forced and voluntary password change
 change-password-title = Change your password
-change-password-required = Your password was set by an administrator. Choose a new one before you continue.
+change-password-required = This password was meant for one sign-in only. Choose your own before you continue.
 change-password-current = Current password
 change-password-new = New password
 change-password-confirm = Repeat the new password
@@ -131,7 +131,7 @@ user-field-name = User name
 user-field-display-name = Display name
 user-field-email = E-mail
 user-field-roles = Roles
-user-field-roles-hint = Separate with spaces or commas, e.g. developer viewer.
+user-field-roles-hint = Each built-in role includes the ones before it: viewer, developer, operator, admin. You may give only roles you hold.
 user-password-generate = Generate a password (shown once)
 user-password-typed = Set this password:
 user-create-submit = Create user
@@ -144,6 +144,8 @@ user-actions-title = Actions
 user-disable = Disable user
 user-enable = Enable user
 user-reset-password = Reset password
+user-reset-password-open = Reset password…
+user-reset-password-hint = { $name }'s sessions end at once, and { $name } must choose a new password at the next sign-in.
 user-revoke-sessions = End all sessions
 user-delete-title = Delete user
 user-delete-hint = Type { $name } to confirm. This cannot be undone.
@@ -323,7 +325,9 @@ roles-save = Save role
 form-saving = Saving…
 notice-role-saved = Role { $name } saved.
 notice-role-deleted = Role { $name } deleted.
-error-invalid-role = A custom role needs a new name (a lowercase letter, then letters, digits or -), not a built-in one, and at least one permission.
+error-invalid-role = Tick at least one permission for the role.
+error-invalid-role-name = A role's name is a lower-case letter followed by at most 30 lower-case letters, digits or '-' (such as ci-runner), and not a built-in role's name (viewer, developer, operator, admin).
+roles-name-hint = A lower-case letter, then at most 30 lower-case letters, digits or '-'; not viewer, developer, operator or admin.
 ttl-seconds = { $seconds ->
     [one] 1 second
    *[other] { $seconds } seconds
@@ -356,7 +360,8 @@ error-invalid-pool = Check the pool: a namespace, a name and a provider (lowerca
 claim-back = ← Dashboard
 claim-pool = Pool
 claim-subject = For
-claim-issuer = Identity provider
+claim-issuer = Signed in through
+claim-issuer-console = this console ({ $issuer })
 claim-lifetime = Lifetime
 claim-created = Requested
 claim-bound = Bound at

@@ -21,7 +21,7 @@ sign-in-submitting = サインインしています…
 
 ## Forced and voluntary password change
 change-password-title = パスワードの変更
-change-password-required = このパスワードは管理者が設定したものです。続ける前に新しいパスワードを設定してください。
+change-password-required = このパスワードは一度のサインインのためのものです。続ける前に自分のパスワードを設定してください。
 change-password-current = 現在のパスワード
 change-password-new = 新しいパスワード
 change-password-confirm = 新しいパスワード（確認）
@@ -122,7 +122,7 @@ user-field-name = ユーザー名
 user-field-display-name = 表示名
 user-field-email = メールアドレス
 user-field-roles = ロール
-user-field-roles-hint = スペースかカンマで区切ります（例: developer viewer）。
+user-field-roles-hint = 組み込みロールはそれより前のロールを含みます: viewer、developer、operator、admin。付与できるのは自分が持つロールだけです。
 user-password-generate = パスワードを自動生成する（一度だけ表示）
 user-password-typed = 次のパスワードを設定する:
 user-create-submit = ユーザーを作成
@@ -135,6 +135,8 @@ user-actions-title = 操作
 user-disable = ユーザーを無効にする
 user-enable = ユーザーを有効にする
 user-reset-password = パスワードをリセット
+user-reset-password-open = パスワードをリセット…
+user-reset-password-hint = { $name } のセッションはすぐに終了し、{ $name } は次のサインインで新しいパスワードを設定する必要があります。
 user-revoke-sessions = すべてのセッションを終了
 user-delete-title = ユーザーの削除
 user-delete-hint = 確認のため { $name } と入力してください。元に戻せません。
@@ -302,7 +304,9 @@ roles-save = ロールを保存
 form-saving = 保存しています…
 notice-role-saved = ロール { $name } を保存しました。
 notice-role-deleted = ロール { $name } を削除しました。
-error-invalid-role = カスタムロールには組み込みでない新しい名前 (小文字で始まり、英小文字・数字・- のみ) と、少なくとも 1 つの権限が必要です。
+error-invalid-role = ロールの権限を少なくとも 1 つチェックしてください。
+error-invalid-role-name = ロール名は英小文字 1 文字で始まり、続けて英小文字・数字・- を 30 文字まで (例: ci-runner)。組み込みロールの名前 (viewer、developer、operator、admin) は使えません。
+roles-name-hint = 英小文字で始め、続けて英小文字・数字・- を 30 文字まで。viewer、developer、operator、admin は使えません。
 ttl-seconds = { $seconds } 秒
 
 ## Pools
@@ -332,7 +336,8 @@ error-invalid-pool = プールを確認してください: 名前空間・名前
 claim-back = ← ダッシュボード
 claim-pool = プール
 claim-subject = 利用者
-claim-issuer = ID プロバイダー
+claim-issuer = サインインの経路
+claim-issuer-console = このコンソール ({ $issuer })
 claim-lifetime = 利用期間
 claim-created = 申請日時
 claim-bound = 割り当て日時

@@ -24,6 +24,12 @@ fn dashboard(c: &mut Criterion) {
             alice.name.as_str(),
             alice.roles.iter().map(|r| r.as_str()),
         );
+        // Made in the store, not through the Users page: the console may impersonate only
+        // the users its list names, so she is put on it before acting as her.
+        dev.access
+            .update_impersonable_users(["alice"])
+            .await
+            .unwrap();
         let client = dev.access.client_for(&alice).unwrap();
         let claims = Api::<VirtualMachineClaim>::namespaced(client, "demo");
         for i in 0..1_000 {

@@ -50,7 +50,7 @@ async fn account_view(
     };
     let (current, sessions) = match loaded.await {
         Ok(loaded) => loaded,
-        Err(error) => return internal_error(state.locale, &error),
+        Err(error) => return internal_error(state.look(), &error),
     };
     state.page = Page::Account;
     state.path = paths::ACCOUNT.to_owned();
@@ -72,7 +72,7 @@ async fn account_view(
             Ok(access) => access,
             Err(error) => {
                 let error = crate::use_cases::app_error(error, app::AppError::NotFound);
-                return crate::middleware::error_page(state.locale, &error);
+                return crate::middleware::error_page(state.look(), &error);
             }
         },
     });
@@ -99,7 +99,7 @@ pub async fn revoke_session(
         }
         // An unknown handle (already ended, or not ours): the list as it is.
         Ok(false) => Redirect::to(paths::ACCOUNT).into_response(),
-        Err(error) => internal_error(state.locale, &error.into()),
+        Err(error) => internal_error(state.look(), &error.into()),
     }
 }
 
@@ -118,6 +118,6 @@ pub async fn revoke_all(
     };
     match ended.await {
         Ok(()) => Redirect::to(paths::SIGN_IN).into_response(),
-        Err(error) => internal_error(state.locale, &error),
+        Err(error) => internal_error(state.look(), &error),
     }
 }

@@ -63,7 +63,7 @@ struct ShownPassword {
 /// a URL. Without a session the password cannot be handed over safely: an error.
 async fn show_once(
     session: Option<Session>,
-    locale: app::Locale,
+    look: app::Look,
     user: &str,
     password: Option<String>,
     done: &Notice,
@@ -85,7 +85,7 @@ async fn show_once(
             )),
         };
         if let Err(error) = kept {
-            return internal_error(locale, &error);
+            return internal_error(look, &error);
         }
     }
     to_user_page(user, done)
@@ -148,6 +148,8 @@ async fn users_view(
         per_page: USERS_PER_PAGE,
         total: listed.total,
         rows: listed.users.iter().map(user_row).collect(),
+        role_choices: app.console.role_names(),
+        show_tenant: app.tenants.is_some() || listed.users.iter().any(|u| u.tenant.is_some()),
     });
     match error {
         None => pages::render(app, state, StatusCode::OK).await,
@@ -156,7 +158,7 @@ async fn users_view(
                 ("name", form.get("name")),
                 ("display_name", form.get("display_name")),
                 ("email", form.get("email")),
-                ("roles", form.get("roles")),
+                ("roles", &roles_of(&form).join(" ")),
             ]);
             pages::with_feedback(app, state, error, values).await
         }
@@ -185,7 +187,7 @@ pub async fn create_user(State(app): State<AppState>, request: Request) -> Respo
             app.console.update_impersonable_users().await;
             show_once(
                 session,
-                state.locale,
+                state.look(),
                 user.name.as_str(),
                 shown,
                 &Notice::UserCreated,
@@ -194,7 +196,7 @@ pub async fn create_user(State(app): State<AppState>, request: Request) -> Respo
         }
         Err(error) => match app_error(error) {
             Ok(error) => users_view(&app, state, &actor, "", 0, Some((error, form))).await,
-            Err(error) => internal_error(state.locale, &error),
+            Err(error) => internal_error(state.look(), &error),
         },
     }
 }
@@ -237,9 +239,16 @@ async fn user_view(
     state.page = Page::User;
     state.path = paths::user(user.name.as_str());
     state.notice = notice;
+    let mut role_choices = app.console.role_names();
+    for held in user.roles.iter().map(|r| r.to_string()) {
+        if !role_choices.contains(&held) {
+            role_choices.push(held);
+        }
+    }
     state.data = PageData::User(UserView {
         user: user_row(&user),
         shown_password,
+        role_choices,
     });
     match error {
         None => pages::render(app, state, StatusCode::OK).await,
@@ -251,7 +260,7 @@ async fn user_view(
                 pages::typed(&[
                     ("display_name", form.get("display_name")),
                     ("email", form.get("email")),
-                    ("roles", form.get("roles")),
+                    ("roles", &roles_of(&form).join(" ")),
                 ])
             };
             pages::with_feedback(app, state, error, values).await
@@ -281,7 +290,7 @@ pub async fn user_action(
     let session = request.extensions().get::<Session>().cloned();
     let form = match Form::read(request.into_body()).await {
         Ok(form) => form,
-        Err(error) => return error_page(state.locale, &error),
+        Err(error) => return error_page(state.look(), &error),
     };
     let version: i64 = match form.get("version").parse() {
         Ok(version) => version,
@@ -293,7 +302,7 @@ pub async fn user_action(
         {
             0
         }
-        Err(_) => return error_page(state.locale, &AppError::InvalidForm),
+        Err(_) => return error_page(state.look(), &AppError::InvalidForm),
     };
     let accounts = &app.accounts;
     let outcome = match action {
@@ -345,11 +354,11 @@ pub async fn user_action(
     };
     match outcome {
         Ok((notice, shown)) => {
-            show_once(session, state.locale, current.name.as_str(), shown, &notice).await
+            show_once(session, state.look(), current.name.as_str(), shown, &notice).await
         }
         Err(error) => match app_error(error) {
             Ok(error) => user_view(&app, state, current, None, None, Some((error, form))).await,
-            Err(error) => internal_error(state.locale, &error),
+            Err(error) => internal_error(state.look(), &error),
         },
     }
 }
@@ -483,7 +492,7 @@ pub fn context(request: &Request) -> (PageState, Actor) {
 async fn refusal(app: &AppState, state: PageState, error: AdminError) -> Response {
     match app_error(error) {
         Ok(error) => pages::with_feedback(app, state, error, Default::default()).await,
-        Err(error) => internal_error(state.locale, &error),
+        Err(error) => internal_error(state.look(), &error),
     }
 }
 
@@ -517,13 +526,18 @@ fn profile(form: &Form) -> UserProfile {
     UserProfile {
         display_name: form.get("display_name").to_owned(),
         email: form.get("email").to_owned(),
-        roles: form
-            .get("roles")
-            .split(|c: char| c == ',' || c.is_whitespace())
-            .filter(|r| !r.is_empty())
-            .map(str::to_owned)
-            .collect(),
+        roles: roles_of(form),
     }
+}
+
+/// The roles a user form sends: one `roles` field per box ticked (a shell or an older
+/// page may send one field with names separated by spaces or commas).
+fn roles_of(form: &Form) -> Vec<String> {
+    form.all("roles")
+        .flat_map(|field| field.split(|c: char| c == ',' || c.is_whitespace()))
+        .filter(|r| !r.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 fn password_choice(form: &Form) -> PasswordChoice {

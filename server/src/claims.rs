@@ -114,7 +114,7 @@ pub async fn release_claim(
                 by: services::Decider::Console,
                 ..
             },
-        ) => error_page(state.locale, &app_error(error, AppError::NotFound)),
+        ) => error_page(state.look(), &app_error(error, AppError::NotFound)),
         Err(error) => {
             let error = app_error(error, AppError::NotFound);
             render(&app, state, &who, None, Some(error), None).await
@@ -282,7 +282,7 @@ async fn render(
         Ok(view) => (view, error),
         Err(ServiceError::Unavailable { source }) if error.is_none() => {
             let failure = ServiceError::Unavailable { source };
-            return error_page(state.locale, &app_error(failure, AppError::NotFound));
+            return error_page(state.look(), &app_error(failure, AppError::NotFound));
         }
         Err(refused) => (
             DashboardView::default(),

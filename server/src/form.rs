@@ -43,6 +43,15 @@ impl Form {
             .map_or("", |(_, v)| v.as_str())
     }
 
+    /// Every value of the field, in the order sent (a group of checkboxes sends one per
+    /// box ticked).
+    pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.0
+            .iter()
+            .filter(move |(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// Every field, in the order sent.
     pub fn pairs(&self) -> &[(String, String)] {
         &self.0
@@ -60,6 +69,14 @@ mod tests {
         assert_eq!(form.get("password"), "a b&c=\u{3042}");
         assert_eq!(form.get("empty"), "");
         assert_eq!(form.get("missing"), "");
+    }
+
+    #[test]
+    fn a_repeated_field_gives_every_value() {
+        let form = Form::parse(b"roles=viewer&name=a&roles=claimer").unwrap();
+        assert_eq!(form.all("roles").collect::<Vec<_>>(), ["viewer", "claimer"]);
+        assert_eq!(form.get("roles"), "claimer");
+        assert_eq!(form.all("missing").count(), 0);
     }
 
     #[test]

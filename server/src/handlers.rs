@@ -45,12 +45,12 @@ pub async fn sign_in(State(app): State<AppState>, session: Session, request: Req
         source: client_ip(&parts.extensions),
     };
     let error = match app.accounts.sign_in(attempt).await {
-        Err(SignInError::Internal(error)) => return internal_error(state.locale, &error.into()),
+        Err(SignInError::Internal(error)) => return internal_error(state.look(), &error.into()),
         Err(error) => sign_in_refusal(error),
         Ok(user) => {
             let opened = start_session(&app, &session, &user, &parts, OffsetDateTime::now_utc());
             if let Err(error) = opened.await {
-                return internal_error(state.locale, &error);
+                return internal_error(state.look(), &error);
             }
             let next = if user.must_change_password {
                 paths::CHANGE_PASSWORD.to_owned()
@@ -95,7 +95,7 @@ pub async fn change_password(
     let (parts, body) = request.into_parts();
     let state = page_state(&parts.extensions);
     let Some(CurrentUser(user)) = parts.extensions.get::<CurrentUser>().cloned() else {
-        return crate::middleware::error_page(state.locale, &AppError::NotSignedIn);
+        return crate::middleware::error_page(state.look(), &AppError::NotSignedIn);
     };
     let refuse = |state, error| pages::with_feedback(&app, state, error, Default::default());
     let form = match Form::read(body).await {
@@ -115,7 +115,7 @@ pub async fn change_password(
     {
         Ok(updated) => {
             if let Err(error) = start_session(&app, &session, &updated, &parts, now).await {
-                return internal_error(state.locale, &error);
+                return internal_error(state.look(), &error);
             }
             Redirect::to(
                 &waiting_authorization(parts.uri.query()).unwrap_or(paths::DASHBOARD.into()),
@@ -145,14 +145,14 @@ pub async fn change_password(
             };
             refuse(state, error).await
         }
-        Err(ChangePasswordError::Internal(error)) => internal_error(state.locale, &error.into()),
+        Err(ChangePasswordError::Internal(error)) => internal_error(state.look(), &error.into()),
     }
 }
 
 /// `POST /sign-out`: deletes the session on the server (the cookie alone is worthless
 /// afterwards) and returns to the sign-in page.
 pub async fn sign_out(State(app): State<AppState>, session: Session, request: Request) -> Response {
-    let locale = page_state(request.extensions()).locale;
+    let look = page_state(request.extensions()).look();
     let user = request
         .extensions()
         .get::<CurrentUser>()
@@ -170,7 +170,7 @@ pub async fn sign_out(State(app): State<AppState>, session: Session, request: Re
         anyhow::Ok(())
     };
     if let Err(error) = ended.await {
-        return internal_error(locale, &error);
+        return internal_error(look, &error);
     }
     Redirect::to(paths::SIGN_IN).into_response()
 }
@@ -250,7 +250,7 @@ fn local_path(next: &str) -> Option<String> {
 /// a translated page instead of an empty 405.
 pub async fn method_not_allowed(request: Request) -> Response {
     crate::middleware::error_page(
-        crate::middleware::locale_of(request.headers()),
+        crate::middleware::look_of(request.headers()),
         &AppError::MethodNotAllowed,
     )
 }

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use app::security::content_security_policy;
-use app::{AppError, Locale, Navigation, Page, PageState, Theme, paths};
+use app::{AppError, Locale, Look, Navigation, Page, PageState, Theme, paths};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -104,10 +104,10 @@ pub async fn same_origin(State(app): State<AppState>, request: Request, next: Ne
     ) {
         next.run(request).await
     } else {
-        let locale = locale_of(request.headers());
+        let look = look_of(request.headers());
         tracing::warn!(path = %request.uri().path(), "cross-site request refused");
         audit_cross_site(&app, &request).await;
-        error_page(locale, &AppError::CrossSite)
+        error_page(look, &AppError::CrossSite)
     }
 }
 
@@ -190,7 +190,7 @@ pub async fn session_user(
     let source = client_ip(request.extensions());
     let user = match load_user(&app, &session, source).await {
         Ok(user) => user,
-        Err(error) => return internal_error(locale, &error),
+        Err(error) => return internal_error(Look { locale, theme }, &error),
     };
     match access(request.method(), request.uri().path(), user.as_ref()) {
         Access::Allow => {}
@@ -201,7 +201,7 @@ pub async fn session_user(
             return Redirect::to(&format!("{}?next={next}", paths::SIGN_IN)).into_response();
         }
         Access::Redirect(to) => return Redirect::to(to).into_response(),
-        Access::Refuse(error) => return error_page(locale, &error),
+        Access::Refuse(error) => return error_page(Look { locale, theme }, &error),
     }
     let path = request
         .uri()
@@ -367,6 +367,14 @@ pub fn theme_of(headers: &HeaderMap) -> Theme {
         .unwrap_or_default()
 }
 
+/// The language and theme of a request ([`locale_of`], [`theme_of`]).
+pub fn look_of(headers: &HeaderMap) -> Look {
+    Look {
+        locale: locale_of(headers),
+        theme: theme_of(headers),
+    }
+}
+
 /// The language: the remembered choice, else `Accept-Language`, else English.
 pub fn locale_of(headers: &HeaderMap) -> Locale {
     let remembered = cookie_value(headers, LOCALE_COOKIE).and_then(|tag| Locale::from_tag(&tag));
@@ -445,16 +453,16 @@ pub fn client_address<'a>(
 }
 
 /// A small translated HTML page for a refusal outside any form.
-pub fn error_page(locale: Locale, error: &AppError) -> Response {
+pub fn error_page(look: Look, error: &AppError) -> Response {
     let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, Html(error.document(locale))).into_response()
+    (status, Html(error.document(look))).into_response()
 }
 
 /// Logs `error` in full under a fresh correlation id and shows the user only that id.
-pub fn internal_error(locale: Locale, error: &anyhow::Error) -> Response {
+pub fn internal_error(look: Look, error: &anyhow::Error) -> Response {
     let correlation_id = correlation_id();
     tracing::error!(%correlation_id, error = format!("{error:#}"), "request failed");
-    error_page(locale, &AppError::Internal { correlation_id })
+    error_page(look, &AppError::Internal { correlation_id })
 }
 
 pub fn correlation_id() -> String {

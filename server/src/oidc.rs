@@ -56,7 +56,7 @@ pub async fn authorize_page(
     // Strictly, as the posted form: a value that is not UTF-8 is refused, not altered.
     let params = match Form::parse(request.uri().query().unwrap_or_default().as_bytes()) {
         Ok(query) => query.pairs().to_vec(),
-        Err(error) => return error_page(state.locale, &error),
+        Err(error) => return error_page(state.look(), &error),
     };
     let user = request
         .extensions()
@@ -98,7 +98,7 @@ pub async fn authorize_submit(
     let state = page_state(&parts.extensions);
     let form = match Form::read(body).await {
         Ok(form) => form,
-        Err(error) => return error_page(state.locale, &error),
+        Err(error) => return error_page(state.look(), &error),
     };
     let oauth_fields: Vec<(String, String)> = form
         .pairs()
@@ -141,12 +141,12 @@ pub async fn authorize_submit(
             match app.accounts.sign_in(attempt).await {
                 Ok(user) => {
                     if let Err(error) = start_session(&app, &session, &user, &parts, now).await {
-                        return internal_error(state.locale, &error);
+                        return internal_error(state.look(), &error);
                     }
                     (user, now)
                 }
                 Err(SignInError::Internal(error)) => {
-                    return internal_error(state.locale, &error.into());
+                    return internal_error(state.look(), &error.into());
                 }
                 Err(error) => {
                     let values = pages::typed(&[("user_name", &user_name)]);
@@ -223,9 +223,9 @@ pub async fn revoke(State(app): State<AppState>, request: Request) -> Response {
 /// console's audience (RFC 6750 §2.1; the CLI signs in first). A browser without a session
 /// is sent to sign in; any other caller gets 401 with `WWW-Authenticate: Bearer`.
 pub async fn kubeconfig(State(app): State<AppState>, request: Request) -> Response {
-    let locale = page_state(request.extensions()).locale;
+    let look = page_state(request.extensions()).look();
     let Some(cluster) = &app.config.cluster else {
-        return error_page(locale, &AppError::NoClusterConfigured);
+        return error_page(look, &AppError::NoClusterConfigured);
     };
     let bearer = request
         .headers()
@@ -245,14 +245,14 @@ pub async fn kubeconfig(State(app): State<AppState>, request: Request) -> Respon
             }
             Err(BearerError::Forbidden(why)) => Err((StatusCode::FORBIDDEN, why.to_owned())),
             Err(BearerError::Internal(why)) => {
-                return internal_error(locale, &anyhow::anyhow!(why));
+                return internal_error(look, &anyhow::anyhow!(why));
             }
         },
         (None, Some(user)) if user.must_change_password => {
             return Redirect::to(paths::CHANGE_PASSWORD).into_response();
         }
         (None, Some(user)) if !holds_builtin_role(user) => {
-            return error_page(locale, &AppError::Forbidden);
+            return error_page(look, &AppError::Forbidden);
         }
         (None, Some(_)) => Ok(()),
         (None, None) if accepts_html(&request) => {
@@ -375,7 +375,7 @@ fn refused(app: &AppState, state: PageState, refusal: &AuthorizeRefusal) -> Resp
                 UntrustedReason::MalformedState => AuthorizationProblem::MalformedState,
             };
             error_page(
-                state.locale,
+                state.look(),
                 &AppError::InvalidAuthorizationRequest { problem },
             )
         }

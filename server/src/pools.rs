@@ -67,7 +67,7 @@ pub async fn save_pool(
     };
     match app.console.save_pool(&who, &command).await {
         Ok(name) => Redirect::to(&format!("{}?saved={name}", paths::POOLS)).into_response(),
-        Err(ServiceError::NoCluster) => error_page(state.locale, &AppError::NoClusterConfigured),
+        Err(ServiceError::NoCluster) => error_page(state.look(), &AppError::NoClusterConfigured),
         Err(error) => {
             let refused = (app_error(error, AppError::InvalidPool), Some(typed));
             render(&app, state, &who, None, None, Some(refused)).await
@@ -90,7 +90,7 @@ pub async fn delete_pool(
                 by: Decider::Console,
                 ..
             }),
-        ) => error_page(state.locale, &app_error(error, AppError::NotFound)),
+        ) => error_page(state.look(), &app_error(error, AppError::NotFound)),
         Err(error) => {
             let refused = (app_error(error, AppError::NotFound), None);
             render(&app, state, &who, None, None, Some(refused)).await
@@ -113,7 +113,7 @@ async fn render(
     match app.console.pools(who, editing).await {
         Ok(view) => state.data = PageData::Pools(view),
         Err(ServiceError::NoCluster) => {
-            return error_page(state.locale, &AppError::NoClusterConfigured);
+            return error_page(state.look(), &AppError::NoClusterConfigured);
         }
         Err(error) => {
             state.data = PageData::Pools(PoolsView::default());

@@ -78,7 +78,7 @@ pub async fn save_role(
                 by: Decider::Console,
                 ..
             },
-        ) => error_page(state.locale, &app_error(error, AppError::Forbidden)),
+        ) => error_page(state.look(), &app_error(error, AppError::Forbidden)),
         Err(ServiceError::Conflict {
             by: Decider::Console,
             ..
@@ -96,7 +96,11 @@ pub async fn save_role(
             render(&app, state, &who, None, None, Some(refused)).await
         }
         Err(error) => {
-            let refused = (app_error(error, AppError::InvalidRole), Some(typed));
+            let invalid = match &error {
+                ServiceError::Invalid { field, .. } if field == "name" => AppError::InvalidRoleName,
+                _ => AppError::InvalidRole,
+            };
+            let refused = (app_error(error, invalid), Some(typed));
             render(&app, state, &who, None, None, Some(refused)).await
         }
     }
@@ -121,7 +125,7 @@ pub async fn delete_role(
                 by: Decider::Console,
                 ..
             }),
-        ) => error_page(state.locale, &app_error(error, AppError::NotFound)),
+        ) => error_page(state.look(), &app_error(error, AppError::NotFound)),
         Err(error) => {
             let refused = (app_error(error, AppError::NotFound), None);
             render(&app, state, &who, None, None, Some(refused)).await
@@ -153,7 +157,7 @@ async fn render(
                 ..
             }
             | ServiceError::Unavailable { .. }),
-        ) => return error_page(state.locale, &app_error(error, AppError::Forbidden)),
+        ) => return error_page(state.look(), &app_error(error, AppError::Forbidden)),
         Err(error) => {
             state.data = PageData::Roles(RolesView::default());
             let error = app_error(error, AppError::InvalidRole);

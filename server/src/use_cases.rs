@@ -8,7 +8,7 @@ use axum::response::Response;
 use http::request::Parts;
 use services::{Authenticator, Decider, Principal, ServiceError};
 
-use crate::middleware::{CurrentUser, client_ip, correlation_id, error_page, locale_of};
+use crate::middleware::{CurrentUser, client_ip, correlation_id, error_page, look_of};
 
 /// What the person sees of `error`; `invalid` is the form's own message for a command
 /// the console refused as invalid. Kubernetes' refusals keep the API server's message.
@@ -54,10 +54,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Who {
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         let Some(CurrentUser(user)) = parts.extensions.get::<CurrentUser>().cloned() else {
-            return Err(error_page(
-                locale_of(&parts.headers),
-                &AppError::NotSignedIn,
-            ));
+            return Err(error_page(look_of(&parts.headers), &AppError::NotSignedIn));
         };
         let address = client_ip(&parts.extensions);
         Ok(Self(Principal::local(

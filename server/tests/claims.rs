@@ -219,6 +219,14 @@ async fn a_claims_page_shows_the_sandbox_follows_it_live_and_says_when_it_is_gon
     ] {
         assert_eq!(testid_text(&page.body, field), expected, "{field}");
     }
+    // Whom the sandbox is for signed in here, which the page says in words, not as a bare
+    // issuer URL (#18, first-time confusion).
+    assert!(page.body.contains("Signed in through"), "{}", page.body);
+    let through = testid_text(&page.body, "claim-issuer");
+    assert!(
+        through.starts_with("this console (http://") && through.ends_with(')'),
+        "{through}"
+    );
     assert!(testid_text(&page.body, "countdown").contains("minutes"));
     assert!(testid_text(&page.body, "connect").starts_with("ssh sandbox@"));
     // Attestation: the member's EK certificate, its fingerprint and issuer, verified.
@@ -639,6 +647,15 @@ async fn an_admin_creates_a_custom_role_that_changes_a_users_rights() {
     );
     let carl = app.user("carl").await;
     assert!(carl.roles.contains("claimer"), "{:?}", carl.roles);
+    // The user forms offer it beside the built-in roles, as a checkbox.
+    let users = app.send(get("/users", Some(&admin))).await;
+    assert!(
+        users
+            .body
+            .contains("type=\"checkbox\" name=\"roles\" value=\"claimer\""),
+        "{}",
+        users.body
+    );
 
     // The blank form cannot replace a role by naming it: creating is not editing.
     let rules_of = |body: &str| {
@@ -979,16 +996,36 @@ async fn a_refused_role_form_keeps_what_was_typed_and_ticked() {
     assert!(page.body.contains("data-testid=\"builtin-roles-table\""));
     assert!(!ticked(&page.body, "grant.virtualmachineclaims.create"));
 
-    for (name, grants) in [
+    // A refused name is told the rule it broke (#18, first-time confusion); a role
+    // without a permission is told that.
+    let name_rule = "A role's name is a lower-case letter followed by at most 30 lower-case \
+                     letters, digits or '-' (such as ci-runner), and not a built-in role's \
+                     name (viewer, developer, operator, admin).";
+    assert!(
+        page.body
+            .contains("not viewer, developer, operator or admin"),
+        "the form states the rule"
+    );
+    for (name, grants, alert) in [
         (
             "Bad_Name",
             &[
                 "grant.virtualmachineclaims.create",
                 "grant.virtualmachines.get",
             ][..],
+            name_rule,
         ),
-        ("admin", &["grant.virtualmachinepools.list"][..]),
-        ("keeper", &[][..]),
+        ("admin", &["grant.virtualmachinepools.list"][..], name_rule),
+        (
+            "a-name-of-thirty-two-characters1",
+            &["grant.virtualmachinepools.list"][..],
+            name_rule,
+        ),
+        (
+            "keeper",
+            &[][..],
+            "Tick at least one permission for the role.",
+        ),
     ] {
         let mut fields = vec![("name", name)];
         fields.extend(grants.iter().map(|g| (*g, "on")));
@@ -996,7 +1033,7 @@ async fn a_refused_role_form_keeps_what_was_typed_and_ticked() {
             .send(post_form("/roles", form(&fields), Some(&admin)))
             .await;
         assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{name}");
-        assert!(refused.alert().is_some(), "{name}: {}", refused.body);
+        assert_eq!(refused.alert().as_deref(), Some(alert), "{name}");
         assert!(
             refused
                 .body

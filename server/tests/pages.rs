@@ -98,6 +98,35 @@ async fn the_theme_switch_remembers_the_choice_and_returns() {
             page.body
                 .contains(&format!("<meta name=\"color-scheme\" content=\"{scheme}\""))
         );
+
+        // The console's error documents follow the choice too, not only the system's
+        // theme (#18): a wrong method, and a request from another site.
+        let chosen = format!("banlieue-theme={theme}");
+        let mut forged = post_form("/sign-out", "", Some(&chosen));
+        forged
+            .headers_mut()
+            .insert("sec-fetch-site", "cross-site".parse().unwrap());
+        for (request, status) in [
+            (get("/theme", Some(&chosen)), StatusCode::METHOD_NOT_ALLOWED),
+            (forged, StatusCode::FORBIDDEN),
+        ] {
+            let document = app.send(request).await;
+            assert_eq!(document.status, status, "{theme}");
+            assert!(
+                document
+                    .body
+                    .contains(&format!("<html lang=\"en\" class=\"{class}\"")),
+                "{theme}: {}",
+                document.body
+            );
+            assert!(
+                document
+                    .body
+                    .contains(&format!("<meta name=\"color-scheme\" content=\"{scheme}\"")),
+                "{theme}: {}",
+                document.body
+            );
+        }
     }
 
     // An unknown theme is not remembered; a foreign `next` is not followed.

@@ -48,6 +48,15 @@ async fn sign_in_with_must_change_leads_to_the_password_page_and_then_the_dashbo
     let page = app.send(get("/change-password", Some(&cookie))).await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.body.contains("data-testid=\"must-change\""));
+    // The first admin's password was printed at the first start, not set by an
+    // administrator: the page says what holds for every one-time password (#18).
+    assert!(
+        page.body
+            .contains("This password was meant for one sign-in only. Choose your own"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("administrator"), "{}", page.body);
 
     let changed = app
         .send(post_form(

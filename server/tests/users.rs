@@ -151,6 +151,24 @@ async fn resetting_a_password_ends_the_users_open_session() {
         app.send(get("/", Some(&alice))).await.status,
         StatusCode::OK
     );
+    // The reset is a second step: its form is inside a disclosure opened first (#18).
+    let page = app.send(get("/users/alice", Some(&admin))).await.body;
+    let before_form = &page[..page
+        .find("action=\"/users/alice/password\"")
+        .expect("the reset form")];
+    let opened = before_form
+        .rfind("<details")
+        .expect("a disclosure before it");
+    assert!(
+        before_form
+            .rfind("</details>")
+            .is_none_or(|closed| closed < opened),
+        "the reset form is inside the disclosure: {page}"
+    );
+    assert!(
+        page.contains("<summary class=\"cursor-pointer text-sm font-medium\">Reset password…<"),
+        "{page}"
+    );
     let reset = app
         .send(post_form(
             "/users/alice/password",
@@ -546,4 +564,80 @@ async fn profiles_refuse_hidden_characters_and_actions_need_a_version() {
         (StatusCode::SEE_OTHER, Some("/account")),
         "nothing was ended"
     );
+}
+
+/// Whether the user form's checkbox for `role` is in `html`, and whether it is ticked.
+fn role_box(html: &str, role: &str) -> Option<bool> {
+    let (_, rest) = html.split_once(&format!("name=\"roles\" value=\"{role}\""))?;
+    Some(rest[..rest.find('>').unwrap()].contains("checked"))
+}
+
+#[tokio::test]
+async fn the_user_forms_offer_the_roles_as_checkboxes_and_no_empty_tenant_column() {
+    let (app, admin) = with_admin().await;
+    let page = app.send(get("/users", Some(&admin))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    for role in ["viewer", "developer", "operator", "admin"] {
+        assert_eq!(
+            role_box(&page.body, role),
+            Some(false),
+            "{role}: {}",
+            page.body
+        );
+    }
+    assert!(page.body.contains("type=\"checkbox\" name=\"roles\""));
+    assert!(
+        !page.body.contains("type=\"text\" name=\"roles\""),
+        "no free text"
+    );
+    // No tenant is configured and nobody belongs to one: no Tenant column.
+    assert!(page.body.contains("data-testid=\"users-table\""));
+    assert!(!page.body.contains(">Tenant<"), "{}", page.body);
+
+    // One field per box ticked.
+    let created = app
+        .send(post_form(
+            "/users",
+            form(&[
+                ("name", "tess"),
+                ("roles", "viewer"),
+                ("roles", "developer"),
+                ("password_mode", "generate"),
+            ]),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(created.status, StatusCode::SEE_OTHER, "{}", created.body);
+    let tess = app.user("tess").await;
+    assert!(tess.roles.contains("viewer") && tess.roles.contains("developer"));
+    let page = app.send(get("/users/tess", Some(&admin))).await;
+    assert_eq!(role_box(&page.body, "developer"), Some(true));
+    assert_eq!(role_box(&page.body, "operator"), Some(false));
+
+    // A role held but not offered (one made outside the Roles page) keeps its box, ticked.
+    app.create_user("hana", PASSWORD, &["viewer", "handmade"], false)
+        .await;
+    let page = app.send(get("/users/hana", Some(&admin))).await;
+    assert_eq!(
+        role_box(&page.body, "handmade"),
+        Some(true),
+        "{}",
+        page.body
+    );
+
+    // A refused form keeps its boxes ticked.
+    let refused = app
+        .send(post_form(
+            "/users",
+            form(&[
+                ("name", "Not Valid"),
+                ("roles", "viewer"),
+                ("roles", "operator"),
+            ]),
+            Some(&admin),
+        ))
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert_eq!(role_box(&refused.body, "operator"), Some(true));
+    assert_eq!(role_box(&refused.body, "admin"), Some(false));
 }

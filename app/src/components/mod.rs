@@ -91,6 +91,9 @@ pub fn LanguageSwitch() -> impl IntoView {
 
 /// The theme switch (system, light, dark): a plain form like the language switch, the
 /// server remembering the choice in a cookie and sending the browser back to this page.
+/// Each button shows a symbol, its name for screen readers and as its tooltip: three
+/// words would take the room the header needs to stay on one line (in Japanese at
+/// 1280 px it wrapped).
 #[component]
 pub fn ThemeSwitch() -> impl IntoView {
     let state = page_state();
@@ -109,6 +112,7 @@ pub fn ThemeSwitch() -> impl IntoView {
                             type="submit"
                             name="theme"
                             value=option.tag()
+                            title=locale.t(&format!("theme-{}", option.tag()))
                             aria-pressed=if current { "true" } else { "false" }
                             class=if current {
                                 "whitespace-nowrap rounded-md px-2 py-1 font-semibold text-indigo-700 dark:text-indigo-300"
@@ -116,7 +120,8 @@ pub fn ThemeSwitch() -> impl IntoView {
                                 "whitespace-nowrap rounded-md px-2 py-1 text-slate-500 hover:text-slate-900 dark:text-slate-400 dark:hover:text-white"
                             }
                         >
-                            {locale.t(&format!("theme-{}", option.tag()))}
+                            <span aria-hidden="true">{option.symbol()}</span>
+                            <span class="sr-only">{locale.t(&format!("theme-{}", option.tag()))}</span>
                         </button>
                     }
                 })
@@ -312,7 +317,7 @@ pub fn AppHeader() -> impl IntoView {
     view! {
         <SkipLink />
         <header class="border-b border-slate-200 bg-white/80 dark:border-slate-800 dark:bg-slate-900/80">
-            <div class="mx-auto flex max-w-5xl flex-wrap items-center gap-x-6 gap-y-2 px-4 py-3">
+            <div class="mx-auto flex max-w-7xl flex-wrap items-center gap-x-6 gap-y-2 px-4 py-3">
                 <a href=paths::DASHBOARD.to_owned() class="font-semibold tracking-tight">
                     {locale.t("app-name")}
                 </a>

@@ -41,7 +41,7 @@ pub fn Account() -> impl IntoView {
             <section aria-labelledby="my-sessions" class="space-y-4">
                 <h2 id="my-sessions" class="text-lg font-semibold">{locale.t("account-sessions-title")}</h2>
                 <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
-                    <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="sessions-table">
+                    <table class="table-stack min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="sessions-table">
                         <thead class="bg-slate-100 dark:bg-slate-900">
                             <tr>
                                 <th class=th scope="col">{locale.t("account-sessions-col-created")}</th>
@@ -58,10 +58,10 @@ pub fn Account() -> impl IntoView {
                                     let action = format!("{}/sessions/{}/revoke", paths::ACCOUNT, session.handle);
                                     view! {
                                         <tr data-current=session.current.to_string()>
-                                            <td class="px-3 py-2">{session.created.clone()}</td>
-                                            <td class="px-3 py-2">{session.last_seen.clone()}</td>
-                                            <td class="px-3 py-2">{session.source_ip.clone()}</td>
-                                            <td class="max-w-xs truncate px-3 py-2" title=session.user_agent.clone()>
+                                            <td data-label=locale.t("account-sessions-col-created") class="px-3 py-2">{session.created.clone()}</td>
+                                            <td data-label=locale.t("account-sessions-col-last-seen") class="px-3 py-2">{session.last_seen.clone()}</td>
+                                            <td data-label=locale.t("account-sessions-col-ip") class="px-3 py-2">{session.source_ip.clone()}</td>
+                                            <td data-label=locale.t("account-sessions-col-agent") class="max-w-xs truncate px-3 py-2" title=session.user_agent.clone()>
                                                 {session.user_agent.clone()}
                                             </td>
                                             <td class="px-3 py-2 text-right">
@@ -105,7 +105,7 @@ fn WhatCanIDo(access: Vec<crate::AccessRow>) -> impl IntoView {
             <h2 id="what-can-i-do" class="text-lg font-semibold">{locale.t("account-access-title")}</h2>
             <p class="max-w-prose text-sm text-slate-600 dark:text-slate-300">{locale.t("account-access-help")}</p>
             <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
-                <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="access-table">
+                <table class="table-stack min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="access-table">
                     <thead class="bg-slate-100 dark:bg-slate-900">
                         <tr>
                             <th class=th scope="col">{locale.t("account-access-resource")}</th>
@@ -127,7 +127,7 @@ fn WhatCanIDo(access: Vec<crate::AccessRow>) -> impl IntoView {
                                                 ("—", locale.t("account-access-denied"))
                                             };
                                             view! {
-                                                <td class="px-3 py-2" data-verb=verb data-allowed=allowed.to_string()>
+                                                <td class="px-3 py-2" data-label=verb.clone() data-verb=verb data-allowed=allowed.to_string()>
                                                     <span aria-hidden="true">{mark}</span>
                                                     <span class="sr-only">{label}</span>
                                                 </td>

@@ -61,7 +61,7 @@ pub fn Audit() -> impl IntoView {
             } else {
                 view! {
                     <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
-                        <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="audit-table">
+                        <table class="table-stack min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="audit-table">
                             <thead class="bg-slate-100 dark:bg-slate-900">
                                 <tr>
                                     <th class=th scope="col">{locale.t("audit-col-at")}</th>
@@ -75,12 +75,12 @@ pub fn Audit() -> impl IntoView {
                             <tbody class="divide-y divide-slate-200 dark:divide-slate-800">
                                 {view.rows.iter().map(|row| view! {
                                     <tr>
-                                        <td class="whitespace-nowrap px-3 py-2">{row.at.clone()}</td>
-                                        <td class="px-3 py-2">{row.actor.clone()}</td>
-                                        <td class="px-3 py-2"><Code kind="action" code=row.action.clone() locale /></td>
-                                        <td class="px-3 py-2">{row.target.clone()}</td>
-                                        <td class="px-3 py-2">{row.source_ip.clone()}</td>
-                                        <td class="px-3 py-2"><Code kind="result" code=row.result.clone() locale /></td>
+                                        <td data-label=locale.t("audit-col-at") class="whitespace-nowrap px-3 py-2">{row.at.clone()}</td>
+                                        <td data-label=locale.t("audit-filter-actor") class="px-3 py-2">{row.actor.clone()}</td>
+                                        <td data-label=locale.t("audit-filter-action") class="px-3 py-2"><Code kind="action" code=row.action.clone() locale /></td>
+                                        <td data-label=locale.t("audit-filter-target") class="break-all px-3 py-2">{row.target.clone()}</td>
+                                        <td data-label=locale.t("audit-col-ip") class="px-3 py-2">{row.source_ip.clone()}</td>
+                                        <td data-label=locale.t("audit-filter-result") class="px-3 py-2"><Code kind="result" code=row.result.clone() locale /></td>
                                     </tr>
                                 }).collect_view()}
                             </tbody>

@@ -42,6 +42,11 @@ fn ClaimBody(view: ClaimView, locale: Locale) -> impl IntoView {
     let card = "rounded-2xl border border-slate-200 bg-white p-6 shadow-sm dark:border-slate-800 dark:bg-slate-900";
     let detail = claim_detail_text(&claim, locale);
     let not_yet = || locale.t("claim-not-yet");
+    let signed_in_through = if view.issued_here {
+        locale.t_with("claim-issuer-console", &[("issuer", view.issuer.clone())])
+    } else {
+        view.issuer.clone()
+    };
     let fact = |label: &'static str, value: String, testid: &'static str| {
         view! {
             <div>
@@ -74,7 +79,7 @@ fn ClaimBody(view: ClaimView, locale: Locale) -> impl IntoView {
             <dl class="grid gap-4 sm:grid-cols-2">
                 {fact("claim-pool", format!("{}/{}", claim.namespace, claim.pool), "claim-pool")}
                 {fact("claim-subject", claim.subject.clone(), "claim-subject")}
-                {fact("claim-issuer", view.issuer.clone(), "claim-issuer")}
+                {fact("claim-issuer", signed_in_through, "claim-issuer")}
                 {fact("claim-lifetime", ttl_label(view.ttl_seconds, locale), "claim-lifetime")}
                 {fact("claim-created", view.created_at.clone().unwrap_or_else(not_yet), "claim-created")}
                 {fact("claim-bound", view.bound_at.clone().unwrap_or_else(not_yet), "claim-bound")}

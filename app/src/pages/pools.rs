@@ -46,7 +46,7 @@ pub fn Pools() -> impl IntoView {
             {empty.then(|| view! { <p class="text-sm text-slate-500 dark:text-slate-400" data-testid="no-pools">{locale.t("pools-none")}</p> })}
             {(!empty).then(|| view! {
                 <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
-                    <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="pools-table">
+                    <table class="table-stack min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="pools-table">
                         <thead class="bg-slate-100 dark:bg-slate-900">
                             <tr>
                                 <th class=th scope="col">{locale.t("pools-name")}</th>
@@ -83,9 +83,9 @@ pub fn Pools() -> impl IntoView {
                                 });
                                 view! {
                                     <tr data-pool=pool.name.clone()>
-                                        <td class="px-3 py-2"><span class="font-medium">{pool.name.clone()}</span><br /><span class="text-xs text-slate-500 dark:text-slate-400">{pool.namespace.clone()}</span></td>
-                                        <td class="px-3 py-2">{sizes}</td>
-                                        <td class="px-3 py-2 text-xs">{format!("{} · {} · {} CPU · {}", pool.image, pool.image_revision, pool.cpu, pool.memory)}</td>
+                                        <td class="px-3 py-2" data-label=locale.t("pools-name")><span class="font-medium">{pool.name.clone()}</span><br /><span class="text-xs text-slate-500 dark:text-slate-400">{pool.namespace.clone()}</span></td>
+                                        <td class="px-3 py-2" data-label=locale.t("pools-sizes")>{sizes}</td>
+                                        <td class="break-all px-3 py-2 text-xs" data-label=locale.t("pools-image")>{format!("{} · {} · {} CPU · {}", pool.image, pool.image_revision, pool.cpu, pool.memory)}</td>
                                         {actions}
                                     </tr>
                                 }

@@ -65,10 +65,13 @@ pub fn Roles() -> impl IntoView {
                 })}
                 <form method="post" action=paths::ROLES class="space-y-4" on:submit=submit_once("role")>
                     {is_edit.then(|| view! { <input type="hidden" name="version" value=version.clone() /> })}
-                    <label class="block text-sm font-medium">
-                        {locale.t("roles-name")}
-                        <input class=INPUT_CLASS type="text" name="name" value=typed_name required readonly=is_edit autocapitalize="none" spellcheck="false" />
-                    </label>
+                    <div>
+                        <label class="block text-sm font-medium">
+                            {locale.t("roles-name")}
+                            <input class=INPUT_CLASS type="text" name="name" value=typed_name required readonly=is_edit autocapitalize="none" spellcheck="false" aria-describedby="role-name-hint" />
+                        </label>
+                        <p id="role-name-hint" class="mt-1 text-xs text-slate-500 dark:text-slate-400">{locale.t("roles-name-hint")}</p>
+                    </div>
                     // One group of checkboxes per resource, each with its verb beside it: it
                     // wraps to a phone's width (a resources × verbs table did not).
                     <div class="grid gap-3 sm:grid-cols-3" data-testid="role-grid">

@@ -58,7 +58,7 @@ pub fn UserDetail() -> impl IntoView {
                 <h2 id="edit-user" class="mb-4 text-lg font-semibold">{locale.t("user-edit-title")}</h2>
                 <form method="post" action=base.clone() class="space-y-4">
                     <input type="hidden" name="version" value=version.clone() />
-                    <ProfileFields display_name email roles />
+                    <ProfileFields display_name email roles choices=view.role_choices />
                     <button type="submit" class=PRIMARY_BUTTON>{locale.t("user-save")}</button>
                 </form>
             </section>
@@ -84,10 +84,16 @@ pub fn UserDetail() -> impl IntoView {
                         <button type="submit" class=SECONDARY_BUTTON>{locale.t("user-revoke-sessions")}</button>
                     </form>
                 </div>
-                <form method="post" action=format!("{base}/password") class="mt-6 space-y-3">
-                    <PasswordChoiceFields />
-                    <button type="submit" class=SECONDARY_BUTTON>{locale.t("user-reset-password")}</button>
-                </form>
+                // A second step before the reset, which ends the user's sessions: a
+                // disclosure, so it needs no JavaScript.
+                <details class="mt-6" data-testid="reset-password">
+                    <summary class="cursor-pointer text-sm font-medium">{locale.t("user-reset-password-open")}</summary>
+                    <form method="post" action=format!("{base}/password") class="mt-3 space-y-3">
+                        <p class="text-sm">{locale.t_with("user-reset-password-hint", &[("name", user.name.clone())])}</p>
+                        <PasswordChoiceFields />
+                        <button type="submit" class=DANGER_BUTTON>{locale.t("user-reset-password")}</button>
+                    </form>
+                </details>
             </section>
             <section class="rounded-2xl border border-red-200 p-6 dark:border-red-900" aria-labelledby="delete-user">
                 <h2 id="delete-user" class="text-lg font-semibold">{locale.t("user-delete-title")}</h2>

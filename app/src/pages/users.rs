@@ -56,7 +56,7 @@ pub fn Users() -> impl IntoView {
             {if rows.is_empty() {
                 view! { <p class="rounded-xl border border-dashed border-slate-300 p-8 text-center dark:border-slate-700">{locale.t("users-empty")}</p> }.into_any()
             } else {
-                view! { <UserTable rows locale /> }.into_any()
+                view! { <UserTable rows locale show_tenant=view.show_tenant /> }.into_any()
             }}
             <Pager base page=view.page per_page=view.per_page total=view.total />
             <section class="max-w-xl rounded-2xl border border-slate-200 bg-white p-6 shadow-sm dark:border-slate-800 dark:bg-slate-900" aria-labelledby="create-user">
@@ -66,7 +66,7 @@ pub fn Users() -> impl IntoView {
                         {locale.t("user-field-name")}
                         <input class=INPUT_CLASS type="text" name="name" value=new_name required autocapitalize="none" spellcheck="false" />
                     </label>
-                    <ProfileFields display_name=new_display email=new_email roles=new_roles />
+                    <ProfileFields display_name=new_display email=new_email roles=new_roles choices=view.role_choices.clone() />
                     <PasswordChoiceFields />
                     <button type="submit" class=PRIMARY_BUTTON>{locale.t("user-create-submit")}</button>
                 </form>
@@ -77,18 +77,18 @@ pub fn Users() -> impl IntoView {
 }
 
 #[component]
-fn UserTable(rows: Vec<UserRow>, locale: Locale) -> impl IntoView {
+fn UserTable(rows: Vec<UserRow>, locale: Locale, show_tenant: bool) -> impl IntoView {
     let th = "px-3 py-2 text-left font-medium";
     view! {
         <div class="relative overflow-x-auto rounded-xl border border-slate-200 dark:border-slate-800">
-            <table class="min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="users-table">
+            <table class="table-stack min-w-full divide-y divide-slate-200 text-sm dark:divide-slate-800" data-testid="users-table">
                 <thead class="bg-slate-100 dark:bg-slate-900">
                     <tr>
                         <th class=th scope="col">{locale.t("users-col-name")}</th>
                         <th class=th scope="col">{locale.t("users-col-display-name")}</th>
                         <th class=th scope="col">{locale.t("users-col-email")}</th>
                         <th class=th scope="col">{locale.t("users-col-roles")}</th>
-                        <th class=th scope="col">{locale.t("users-col-tenant")}</th>
+                        {show_tenant.then(|| view! { <th class=th scope="col">{locale.t("users-col-tenant")}</th> })}
                         <th class=th scope="col">{locale.t("users-col-state")}</th>
                         <th class=th scope="col">{locale.t("users-col-last-sign-in")}</th>
                     </tr>
@@ -101,15 +101,15 @@ fn UserTable(rows: Vec<UserRow>, locale: Locale) -> impl IntoView {
                             let badge = row.clone();
                             view! {
                                 <tr>
-                                    <td class="px-3 py-2 font-medium">
+                                    <td class="px-3 py-2 font-medium" data-label=locale.t("users-col-name")>
                                         <a href=href class="text-indigo-700 hover:underline dark:text-indigo-300">{row.name.clone()}</a>
                                     </td>
-                                    <td class="px-3 py-2">{row.display_name.clone()}</td>
-                                    <td class="px-3 py-2">{row.email.clone()}</td>
-                                    <td class="px-3 py-2">{row.roles.join(", ")}</td>
-                                    <td class="px-3 py-2">{row.tenant.clone().unwrap_or_default()}</td>
-                                    <td class="px-3 py-2"><StateBadge row=badge locale /></td>
-                                    <td class="px-3 py-2 text-slate-500 dark:text-slate-400">
+                                    <td class="px-3 py-2" data-label=locale.t("users-col-display-name")>{row.display_name.clone()}</td>
+                                    <td class="break-all px-3 py-2" data-label=locale.t("users-col-email")>{row.email.clone()}</td>
+                                    <td class="px-3 py-2" data-label=locale.t("users-col-roles")>{row.roles.join(", ")}</td>
+                                    {show_tenant.then(|| view! { <td class="px-3 py-2" data-label=locale.t("users-col-tenant")>{row.tenant.clone().unwrap_or_default()}</td> })}
+                                    <td class="px-3 py-2" data-label=locale.t("users-col-state")><StateBadge row=badge locale /></td>
+                                    <td class="px-3 py-2 text-slate-500 dark:text-slate-400" data-label=locale.t("users-col-last-sign-in")>
                                         {row.last_sign_in.clone().unwrap_or_else(|| locale.t("users-never"))}
                                     </td>
                                 </tr>
@@ -144,10 +144,29 @@ pub fn StateBadge(row: UserRow, locale: Locale) -> impl IntoView {
     view! { <span class=format!("inline-block whitespace-nowrap rounded-full px-2 py-0.5 text-xs font-medium {class}")>{locale.t(key)}</span> }
 }
 
-/// Display name, e-mail and roles inputs, pre-filled.
+/// Display name and e-mail inputs, pre-filled, and a checkbox per role of `choices`,
+/// ticked for those in `roles` (names separated by spaces).
 #[component]
-pub fn ProfileFields(display_name: String, email: String, roles: String) -> impl IntoView {
+pub fn ProfileFields(
+    display_name: String,
+    email: String,
+    roles: String,
+    choices: Vec<String>,
+) -> impl IntoView {
     let locale = page_state().locale;
+    let held: Vec<&str> = roles.split_whitespace().collect();
+    let boxes = choices
+        .iter()
+        .map(|role| {
+            let ticked = held.contains(&role.as_str());
+            view! {
+                <label class="inline-flex items-center gap-1.5 font-normal">
+                    <input type="checkbox" name="roles" value=role.clone() checked=ticked />
+                    <span class="font-mono">{role.clone()}</span>
+                </label>
+            }
+        })
+        .collect_view();
     view! {
         <label class="block text-sm font-medium">
             {locale.t("user-field-display-name")}
@@ -157,13 +176,13 @@ pub fn ProfileFields(display_name: String, email: String, roles: String) -> impl
             {locale.t("user-field-email")}
             <input class=INPUT_CLASS type="email" name="email" value=email maxlength="200" />
         </label>
-        <label class="block text-sm font-medium">
-            {locale.t("user-field-roles")}
-            <input class=INPUT_CLASS type="text" name="roles" value=roles aria-describedby="roles-hint" autocapitalize="none" spellcheck="false" />
-            <span id="roles-hint" class="mt-1 block text-xs font-normal text-slate-500 dark:text-slate-400">
+        <fieldset class="text-sm" aria-describedby="roles-hint">
+            <legend class="font-medium">{locale.t("user-field-roles")}</legend>
+            <div class="mt-2 flex flex-wrap gap-x-4 gap-y-2" data-testid="role-choices">{boxes}</div>
+            <p id="roles-hint" class="mt-1 text-xs text-slate-500 dark:text-slate-400">
                 {locale.t("user-field-roles-hint")}
-            </span>
-        </label>
+            </p>
+        </fieldset>
     }
 }
 

@@ -225,6 +225,15 @@ impl Impersonation {
         }
     }
 
+    /// The groups the cluster lets the console impersonate, as it last saw them (`None`:
+    /// not known yet). No request is made.
+    pub fn impersonable_groups(&self) -> Option<BTreeSet<String>> {
+        self.impersonable
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Records which groups the console may impersonate (`None`: not known).
     pub fn set_impersonable_groups(&self, groups: Option<BTreeSet<String>>) {
         *self.impersonable.write().unwrap_or_else(|p| p.into_inner()) = groups;

@@ -92,6 +92,9 @@ pub struct ClaimView {
     pub claim: ClaimRow,
     /// `spec.subject.issuer`: the identity provider of the subject.
     pub issuer: String,
+    /// The issuer is this console's own (its `BANLIEUE_EXTERNAL_URL`): the subject signed
+    /// in here, not through a tenant's identity provider.
+    pub issued_here: bool,
     pub ttl_seconds: u32,
     /// [`format_instant`].
     pub created_at: Option<String>,

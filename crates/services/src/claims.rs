@@ -191,6 +191,7 @@ impl Console {
         Ok(Some(ClaimView {
             claim: claim_row(&claim, OffsetDateTime::now_utc(), may_delete),
             issuer: claim.spec.subject.issuer.clone(),
+            issued_here: claim.spec.subject.issuer == self.settings.issuer,
             ttl_seconds: claim.spec.ttl_seconds,
             created_at: when(claim.metadata.creation_timestamp.as_ref()),
             bound_at: when(status.bound_at.as_ref()),

@@ -86,6 +86,30 @@ impl Console {
         })
     }
 
+    /// The roles a person may be given on the Users pages: the built-in ones (each
+    /// including those before it), then the custom roles the cluster has, by name. The
+    /// custom roles are those whose groups the console may impersonate as it last saw them
+    /// ([`cluster::Impersonation::impersonable_groups`]), so no request is made; without a
+    /// cluster, or before that list is known, only the built-in roles.
+    pub fn role_names(&self) -> Vec<String> {
+        let groups = self
+            .cluster
+            .as_ref()
+            .and_then(|cluster| cluster.impersonable_groups())
+            .unwrap_or_default();
+        let custom: std::collections::BTreeSet<&str> = groups
+            .iter()
+            .filter_map(|group| group.strip_prefix(CONSOLE_PREFIX))
+            .filter(|name| BuiltinRole::parse(name).is_none() && RoleName::parse(name).is_ok())
+            .collect();
+        BuiltinRole::ALL
+            .iter()
+            .map(|role| role.as_str())
+            .chain(custom)
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// Creates a custom role (ClusterRole and ClusterRoleBinding `console-role-<name>`,
     /// labelled with its name), or with [`SaveRole::version`] changes one. The author of a
     /// new role then holds it and so may grant it (audited `role.create`); changing an
