@@ -31,7 +31,7 @@ fuzz-smoke: tools
 # The server's criterion benches by name: its issuer bench needs Node and PostgreSQL,
 # which bench-issuer provides.
 bench: tools
-	cargo bench -p server --bench sign_in --bench users_page --bench dashboard --bench live_update
+	cargo bench -p server --bench sign_in --bench users_page --bench dashboard --bench live_update --bench api_claim
 	cargo bench -p kube-emulator --bench perf
 	cargo bench -p banlieue-cluster --bench bind
 	cargo bench -p banlieue-tenants --bench verify
