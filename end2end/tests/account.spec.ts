@@ -1,5 +1,5 @@
 import { Browser, Page } from '@playwright/test';
-import { test, expect, makePerson, open, signIn, Person, ENGLISH_SIGN_IN, JAPANESE_SIGN_IN } from './fixtures';
+import { test, expect, makePerson, open, signIn, signedInPage, Person, ENGLISH_SIGN_IN, JAPANESE_SIGN_IN } from './fixtures';
 
 // My account: What can I do? (Kubernetes' answers for the person's roles), My sessions
 // with End for another browser's session, and Sign out everywhere. JavaScript on and off;
@@ -10,15 +10,6 @@ test.describe.configure({ mode: 'serial' });
 
 let developer: Person;
 let viewer: Person;
-
-async function browserOf(browser: Browser, baseURL: string, js: boolean, who: Person, locale = 'en-US', width = 1280): Promise<Page> {
-  const context = await browser.newContext({ baseURL, javaScriptEnabled: js, locale, viewport: { width, height: 900 } });
-  const page = await context.newPage();
-  await open(page, '/sign-in', js);
-  await signIn(page, who.name, who.password, locale.startsWith('ja') ? JAPANESE_SIGN_IN : ENGLISH_SIGN_IN);
-  await expect(page.getByTestId('welcome')).toBeVisible();
-  return page;
-}
 
 test('the people of this file', async ({ browser, initialPassword }, info) => {
   test.setTimeout(90_000);
@@ -36,7 +27,7 @@ test('What can I do? is what Kubernetes allows the roles', async ({ browser }, i
     [developer, 'true'],
     [viewer, 'false'],
   ] as const) {
-    const page = await browserOf(browser, baseURL, js, who);
+    const page = await signedInPage(browser, baseURL, js, who);
     await page.getByRole('link', { name: 'My account' }).click();
     await expect(page.getByRole('heading', { name: 'What can I do?' })).toBeVisible();
     await expect(allowed(page, 'virtualmachineclaims', 'create')).toHaveAttribute('data-allowed', mayClaim);
@@ -51,8 +42,8 @@ test('What can I do? is what Kubernetes allows the roles', async ({ browser }, i
 test('End signs another browser out; this one stays', async ({ browser }, info) => {
   const js = info.project.use.javaScriptEnabled !== false;
   const baseURL = info.project.use.baseURL!;
-  const laptop = await browserOf(browser, baseURL, js, developer);
-  const page = await browserOf(browser, baseURL, js, developer);
+  const laptop = await signedInPage(browser, baseURL, js, developer);
+  const page = await signedInPage(browser, baseURL, js, developer);
   await page.getByRole('link', { name: 'My account' }).click();
   await expect(page.locator('tr[data-current="true"]')).toHaveCount(1);
   // Earlier sessions of this person (makePerson's, the test before) come first: end every
@@ -78,8 +69,8 @@ test('End signs another browser out; this one stays', async ({ browser }, info) 
 test('Sign out everywhere ends every session, this one too', async ({ browser }, info) => {
   const js = info.project.use.javaScriptEnabled !== false;
   const baseURL = info.project.use.baseURL!;
-  const laptop = await browserOf(browser, baseURL, js, developer);
-  const page = await browserOf(browser, baseURL, js, developer);
+  const laptop = await signedInPage(browser, baseURL, js, developer);
+  const page = await signedInPage(browser, baseURL, js, developer);
   await open(page, '/account', js);
   await page.getByRole('button', { name: 'Sign out everywhere' }).click();
   await expect(page).toHaveURL(/\/sign-in/);
@@ -96,8 +87,8 @@ test('Sign out everywhere ends every session, this one too', async ({ browser },
 test('My account in Japanese, on a phone', async ({ browser }, info) => {
   const js = info.project.use.javaScriptEnabled !== false;
   const baseURL = info.project.use.baseURL!;
-  const other = await browserOf(browser, baseURL, js, viewer);
-  const page = await browserOf(browser, baseURL, js, viewer, 'ja-JP', 390);
+  const other = await signedInPage(browser, baseURL, js, viewer);
+  const page = await signedInPage(browser, baseURL, js, viewer, 'ja-JP', 390);
   await page.goto('/account');
   await expect(page.getByRole('heading', { name: 'セッション' })).toBeVisible();
   expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);

@@ -181,3 +181,13 @@ export async function makePerson(
   await context.close();
   return person;
 }
+
+/** A browser context of its own (JavaScript `js`, `locale`, `width` px wide) signed in as `who`. */
+export async function signedInPage(browser: Browser, baseURL: string, js: boolean, who: Person, locale = 'en-US', width = 1280): Promise<Page> {
+  const context = await browser.newContext({ baseURL, javaScriptEnabled: js, locale, viewport: { width, height: 900 } });
+  const page = await context.newPage();
+  await open(page, '/sign-in', js);
+  await signIn(page, who.name, who.password, locale.startsWith('ja') ? JAPANESE_SIGN_IN : ENGLISH_SIGN_IN);
+  await expect(page.getByTestId('welcome')).toBeVisible();
+  return page;
+}

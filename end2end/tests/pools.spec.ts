@@ -1,5 +1,5 @@
 import { Browser, Page } from '@playwright/test';
-import { test, expect, makePerson, open, signIn, Person, ENGLISH_SIGN_IN, JAPANESE_SIGN_IN } from './fixtures';
+import { test, expect, makePerson, open, signIn, signedInPage, Person, ENGLISH_SIGN_IN, JAPANESE_SIGN_IN } from './fixtures';
 
 // Pools (operators): create one, change it, delete it; a form Kubernetes or the console
 // refuses keeps what was typed; a developer sees the pools but no form, and Kubernetes
@@ -10,15 +10,6 @@ test.describe.configure({ mode: 'serial' });
 
 let operator: Person;
 let developer: Person;
-
-async function signedIn(browser: Browser, baseURL: string, js: boolean, who: Person, locale = 'en-US', width = 1280): Promise<Page> {
-  const context = await browser.newContext({ baseURL, javaScriptEnabled: js, locale, viewport: { width, height: 900 } });
-  const page = await context.newPage();
-  await open(page, '/sign-in', js);
-  await signIn(page, who.name, who.password, locale.startsWith('ja') ? JAPANESE_SIGN_IN : ENGLISH_SIGN_IN);
-  await expect(page.getByTestId('welcome')).toBeVisible();
-  return page;
-}
 
 /** Fills the pool form: `fields` by label, the rest as they are. */
 async function fillPool(page: Page, fields: Record<string, string>): Promise<void> {
@@ -35,7 +26,7 @@ test('the people of this file', async ({ browser, initialPassword }, info) => {
 test('an operator creates a pool, changes it and deletes it', async ({ browser }, info) => {
   test.setTimeout(60_000);
   const js = info.project.use.javaScriptEnabled !== false;
-  const page = await signedIn(browser, info.project.use.baseURL!, js, operator);
+  const page = await signedInPage(browser, info.project.use.baseURL!, js, operator);
   await page.getByRole('banner').getByRole('link', { name: 'Pools' }).click();
   await expect(page.getByRole('heading', { name: 'Pools', level: 1 })).toBeVisible();
   await expect(page.locator('[data-pool="sandbox"]')).toBeVisible();
@@ -83,7 +74,7 @@ test('an operator creates a pool, changes it and deletes it', async ({ browser }
 test('a developer sees the pools but no form; Kubernetes refuses a forged save', async ({ browser }, info) => {
   const js = info.project.use.javaScriptEnabled !== false;
   const baseURL = info.project.use.baseURL!;
-  const page = await signedIn(browser, baseURL, js, developer);
+  const page = await signedInPage(browser, baseURL, js, developer);
   // The header offers Pools: Kubernetes lets developers list them.
   await page.getByRole('banner').getByRole('link', { name: 'Pools' }).click();
   await expect(page.getByTestId('pools-read-only')).toBeVisible();
@@ -119,7 +110,7 @@ test('a developer sees the pools but no form; Kubernetes refuses a forged save',
 
 test('the pools in Japanese, on a phone', async ({ browser }, info) => {
   const js = info.project.use.javaScriptEnabled !== false;
-  const page = await signedIn(browser, info.project.use.baseURL!, js, operator, 'ja-JP', 390);
+  const page = await signedInPage(browser, info.project.use.baseURL!, js, operator, 'ja-JP', 390);
   await page.goto('/pools');
   await expect(page.getByRole('heading', { name: 'プール', level: 1 })).toBeVisible();
   await expect(page.locator('[data-pool="sandbox"]')).toContainText('ウォーム 3、上限 10');
