@@ -87,8 +87,8 @@ schema only names the rule that failed).
 {{- range $entries }}
 {{- with .ipBlock }}
 {{- include "banlieue-console.checkRange" (dict "name" $list "value" .cidr) }}
-{{- if and (eq $list "networkPolicy.metricsFrom") (hasSuffix "/0" .cidr) }}
-{{- fail (printf "networkPolicy.metricsFrom: %s is every address: the metrics port would be open to the world; name Prometheus' pods or namespace" .cidr) }}
+{{- if and (eq $list "networkPolicy.metricsFrom") (lt (atoi (last (splitList "/" .cidr))) 8) }}
+{{- fail (printf "networkPolicy.metricsFrom: %s is wider than a /8: the metrics port is for the cluster network, not the world (several wide ranges add up to every address); name Prometheus' pods or namespace, or the cluster's pod range" .cidr) }}
 {{- end }}
 {{- $outer := .cidr }}
 {{- range .except }}

@@ -826,7 +826,20 @@ async fn the_schema_refuses_bad_values() {
         ),
         (
             &["networkPolicy.metricsFrom[0].ipBlock.cidr=0.0.0.0/0"],
-            "0.0.0.0/0 is every address",
+            "0.0.0.0/0 is wider than a /8",
+        ),
+        (
+            // Two halves of every address, each short of /0.
+            &[
+                "networkPolicy.metricsFrom[0].ipBlock.cidr=10.0.0.0/8",
+                "networkPolicy.metricsFrom[1].ipBlock.cidr=0.0.0.0/1",
+                "networkPolicy.metricsFrom[2].ipBlock.cidr=128.0.0.0/1",
+            ],
+            "0.0.0.0/1 is wider than a /8",
+        ),
+        (
+            &["networkPolicy.metricsFrom[0].ipBlock.cidr=::/1"],
+            "::/1 is wider than a /8",
         ),
         (
             &[
