@@ -266,18 +266,24 @@ impl Slot {
         o.open(&self.lock).map_err(|e| Error::io(&self.lock, e))
     }
 
-    /// Takes the exclusive lock, polling every 50 ms, for at most `wait`.
+    /// Takes the exclusive lock, polling every 50 ms, for at most `wait`. When another
+    /// process holds it, calls `waiting` once with the lock file's path first, so the
+    /// person learns why nothing happens (that process may be waiting for its browser).
     /// Creates the directories first ([`Cache::ensure_dirs`] must have run for the root).
     ///
     /// # Errors
     /// [`Error::LockTimeout`] after `wait`; [`Error::Io`].
-    pub async fn lock(&self, wait: Duration) -> Result<Guard> {
+    pub async fn lock(&self, wait: Duration, waiting: impl FnOnce(&Path)) -> Result<Guard> {
         let file = self.open_lock_file()?;
         let start = Instant::now();
+        let mut waiting = Some(waiting);
         loop {
             match file.try_lock() {
                 Ok(()) => return Ok(self.guard(file)),
                 Err(TryLockError::WouldBlock) => {
+                    if let Some(waiting) = waiting.take() {
+                        waiting(&self.lock);
+                    }
                     if start.elapsed() >= wait {
                         return Err(Error::LockTimeout {
                             path: self.lock.clone(),
@@ -428,7 +434,7 @@ mod tests {
         assert_eq!(mode(&cache.sessions()), 0o700);
         let e = entry("https://c.example", 100, Some("rt"));
         let slot = cache.slot(&e.key());
-        let g = slot.lock(Duration::from_secs(1)).await.unwrap();
+        let g = slot.lock(Duration::from_secs(1), |_| {}).await.unwrap();
         assert_eq!(g.read().unwrap(), None);
         g.write(&e).unwrap();
         assert_eq!(mode(slot.data_path()), 0o600);
@@ -514,7 +520,7 @@ mod tests {
         let e1 = entry("https://c.example", 1, Some(&"x".repeat(10_000)));
         let e2 = entry("https://c.example", 2, Some("short"));
         let slot = cache.slot(&e1.key());
-        let g = slot.lock(Duration::from_secs(1)).await.unwrap();
+        let g = slot.lock(Duration::from_secs(1), |_| {}).await.unwrap();
         g.write(&e1).unwrap();
         g.write(&e2).unwrap();
         assert_eq!(g.read().unwrap(), Some(e2));
@@ -558,11 +564,26 @@ mod tests {
         let cache = Cache::at(tmp.path());
         cache.ensure_dirs().unwrap();
         let slot = cache.slot(&entry("https://c", 0, None).key());
-        let held = slot.lock(Duration::from_secs(1)).await.unwrap();
-        let err = slot.lock(Duration::from_millis(200)).await.unwrap_err();
+        let held = slot.lock(Duration::from_secs(1), |_| {}).await.unwrap();
+        let mut told = None;
+        let err = slot
+            .lock(Duration::from_millis(200), |path| {
+                told = Some(path.to_owned())
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(
+            told.as_deref(),
+            Some(slot.lock.as_path()),
+            "the waiter is told once"
+        );
         assert!(matches!(err, Error::LockTimeout { .. }), "{err}");
         drop(held);
-        slot.lock(Duration::from_millis(200)).await.unwrap();
+        slot.lock(Duration::from_millis(200), |_| {
+            unreachable!("the lock is free")
+        })
+        .await
+        .unwrap();
     }
 
     #[test]

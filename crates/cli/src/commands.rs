@@ -11,7 +11,7 @@ use crate::cache::{Cache, CacheKey, Entry};
 use crate::callback::{CallbackListener, Expected};
 use crate::error::{Error, Result, chain, sanitize};
 use crate::exec::{EXEC_INFO_ENV, exec_credential_json, interactive_from_exec_info};
-use crate::flow::{TokenSource, entry_from, obtain};
+use crate::flow::{TokenSource, entry_from, obtain, waiting_for_lock};
 use crate::http::build_client;
 use crate::oidc::{ClientSettings, Issuer, Tokens};
 use crate::urls::{check_issuer, join};
@@ -324,7 +324,10 @@ pub async fn login(opts: &Options) -> Result<()> {
     cache.ensure_dirs()?;
     let slot = cache.slot(&key);
     let source = LiveSource::new(opts, settings)?;
-    let guard = slot.lock(opts.lock_wait()).await?;
+    let wait = opts.lock_wait();
+    let guard = slot
+        .lock(wait, |path| source.notice(&waiting_for_lock(path, wait)))
+        .await?;
     let entry = entry_from(&key, source.login().await?);
     guard.write(&entry)?;
     eprintln!(
@@ -358,7 +361,12 @@ pub async fn logout(opts: &Options) -> Result<()> {
         eprintln!("banlieue: no session cached for {}", settings.issuer);
         return Ok(());
     }
-    let guard = slot.lock(opts.lock_wait()).await?;
+    let wait = opts.lock_wait();
+    let guard = slot
+        .lock(wait, |path| {
+            eprintln!("banlieue: {}", waiting_for_lock(path, wait));
+        })
+        .await?;
     let entry = guard.read().ok().flatten();
     let revoked = match entry.as_ref().and_then(|e| e.refresh_token.as_deref()) {
         None => Ok(()),

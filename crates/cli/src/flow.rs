@@ -2,6 +2,7 @@
 //! browser sign-in, under the session's file lock.
 
 use std::future::Future;
+use std::path::Path;
 use std::time::Duration;
 
 use crate::cache::{CacheKey, Entry, Slot};
@@ -46,6 +47,17 @@ pub trait TokenSource {
     }
 }
 
+/// What the person is told while another `banlieue` process holds the cache slot's lock
+/// `path` (for at most `wait`): that process may be waiting for its browser sign-in.
+pub fn waiting_for_lock(path: &Path, wait: Duration) -> String {
+    format!(
+        "another banlieue command is signing in for this issuer (it holds {}, perhaps \
+         while its browser sign-in waits); waiting up to {} s for it",
+        path.display(),
+        wait.as_secs()
+    )
+}
+
 /// Builds the cache entry for `key` from validated tokens.
 pub fn entry_from(key: &CacheKey, t: Tokens) -> Entry {
     Entry {
@@ -82,7 +94,11 @@ pub async fn obtain<S: TokenSource>(
     interactive: bool,
     lock_wait: Duration,
 ) -> Result<Entry> {
-    let guard = slot.lock(lock_wait).await?;
+    let guard = slot
+        .lock(lock_wait, |path| {
+            source.notice(&waiting_for_lock(path, lock_wait));
+        })
+        .await?;
     let cached = match guard.read() {
         Ok(e) => e.filter(|e| e.key() == *key),
         Err(Error::CorruptCache { .. }) => None,

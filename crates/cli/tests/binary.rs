@@ -55,7 +55,10 @@ fn seed_for(config: &Path, issuer: &str, audience: &str, exp: i64, rt: Option<&s
         .build()
         .unwrap();
     rt.block_on(async {
-        let g = slot.lock(std::time::Duration::from_secs(1)).await.unwrap();
+        let g = slot
+            .lock(std::time::Duration::from_secs(1), |_| {})
+            .await
+            .unwrap();
         g.write(&entry).unwrap();
     });
     entry
@@ -491,6 +494,59 @@ fn login_does_not_claim_a_browser_without_a_display() {
         assert!(!all.contains("opened your browser"), "{all}");
         assert!(all.contains("no browser can be opened here"), "{all}");
     }
+}
+
+#[test]
+fn a_second_login_says_it_waits_for_the_first() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let issuer = fake_issuer(refusing_issuer);
+    let login = |stderr: std::process::Stdio| {
+        Command::new(BIN)
+            // Bounded: a second login that never said so gives up within 20 + 30 s.
+            .args([
+                "auth",
+                "login",
+                "--issuer",
+                &issuer,
+                "--login-timeout",
+                "20",
+            ])
+            .env("BANLIEUE_CONFIG_DIR", dir.path())
+            .env("BANLIEUE_NO_BROWSER", "1")
+            .env_remove("KUBERNETES_EXEC_INFO")
+            .env_remove("BANLIEUE_ISSUER")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap()
+    };
+    // The first holds the cache's lock while it waits for its browser sign-in.
+    let mut first = login(std::process::Stdio::piped());
+    let mut first_err = BufReader::new(first.stderr.take().unwrap()).lines();
+    assert!(
+        first_err
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.contains("waiting for the sign-in")),
+        "the first login never waited for its browser"
+    );
+    let mut second = login(std::process::Stdio::piped());
+    let told = BufReader::new(second.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.contains("another banlieue command"))
+        .unwrap_or_default();
+    for child in [&mut first, &mut second] {
+        let _ = child.kill();
+        child.wait().unwrap();
+    }
+    assert!(
+        told.starts_with("banlieue: another banlieue command is signing in for this issuer")
+            && told.contains("waiting up to"),
+        "the second login said: {told:?}"
+    );
 }
 
 #[test]
