@@ -20,9 +20,21 @@ use cluster::Impersonation;
 
 /// Logs go to stdout, so stderr carries only what a person must read (the initial admin
 /// password, fatal errors).
-pub fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "info,sqlx=warn,tower_sessions=warn".into());
+///
+/// Errors: `RUST_LOG` is set but is not a filter (`tracing_subscriber::EnvFilter`'s
+/// directives), which would otherwise be ignored in silence.
+pub fn init_logging(format: LogFormat) -> anyhow::Result<()> {
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(directives) => {
+            tracing_subscriber::EnvFilter::try_new(&directives).with_context(|| {
+                format!(
+                    "RUST_LOG={directives:?} is not a log filter (e.g. `info,sqlx=warn`); unset it \
+                 for the default"
+                )
+            })?
+        }
+        Err(_) => "info,sqlx=warn,tower_sessions=warn".into(),
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stdout);
@@ -30,6 +42,119 @@ pub fn init_logging(format: LogFormat) {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+    Ok(())
+}
+
+/// What `check-config` finds, as one line, checking what `serve` would need without
+/// changing anything: the database (read-only, no migration), the key-encryption key
+/// against every stored signing key, the site files, TLS and the tenants.
+///
+/// Errors: each problem `serve` would stop at, and a site without its files (which
+/// `serve` only warns of, see [`site_problem`]).
+pub async fn check_config(config: &Config) -> anyhow::Result<String> {
+    use banlieue_store::DatabaseCheck;
+    let check = Store::check(&config.database_url).await?;
+    let database = match &check {
+        DatabaseCheck::WillBeCreated { file } => {
+            format!("database {} will be created at first start", file.display())
+        }
+        DatabaseCheck::Reachable { pending: 0, .. } => "database reachable".to_owned(),
+        DatabaseCheck::Reachable { pending, .. } => {
+            format!("database reachable, {pending} migrations to apply at start")
+        }
+    };
+    let stored_keys = match check {
+        DatabaseCheck::Reachable { signing_keys, .. } => signing_keys,
+        DatabaseCheck::WillBeCreated { .. } => Vec::new(),
+    };
+    let files = &config.key_encryption;
+    let sealing = if files.create_if_missing && !files.current.exists() {
+        if !stored_keys.is_empty() {
+            anyhow::bail!(
+                "the key-encryption key {} is missing, and the database holds {} signing \
+                 key(s) sealed with it: restore the file (a new key would open none of them)",
+                files.current.display(),
+                stored_keys.len()
+            );
+        }
+        format!(
+            "key-encryption key {} will be created at first start",
+            files.current.display()
+        )
+    } else {
+        let sealing = KeyEncryption::from_files(&files.current, files.previous.as_deref())?;
+        for key in &stored_keys {
+            sealing
+                .check_opens(&key.kid, &key.private_key_sealed)
+                .with_context(|| {
+                    format!(
+                        "the database's signing keys were sealed under another key-encryption \
+                         key than {}: `serve` would not start (configure the one that sealed \
+                         them, as the previous key during a rotation)",
+                        files.current.display()
+                    )
+                })?;
+        }
+        format!(
+            "key-encryption key {} (opens the {} stored signing keys)",
+            files.current.display(),
+            stored_keys.len()
+        )
+    };
+    if let Some(problem) = site_problem(&leptos_options(config)) {
+        anyhow::bail!(problem);
+    }
+    let served = match &config.tls {
+        None => "HTTP".to_owned(),
+        Some(tls) => format!("HTTPS with {}", tls.cert_file.display()),
+    };
+    let tenants = match &config.tenants {
+        None => "no tenants".to_owned(),
+        Some(settings) => {
+            let kube = match &config.kube {
+                KubeSource::Kubeconfig(path) => {
+                    Some(Impersonation::from_kubeconfig(path.as_deref()).await?)
+                }
+                _ => None,
+            };
+            // Strict, as at start: a refused document fails the check.
+            let registry = load_tenants(config, settings, kube.as_ref()).await?;
+            format!(
+                "{} tenants from {}",
+                registry.snapshot().tenants.len(),
+                registry.source().describe()
+            )
+        }
+    };
+    Ok(format!(
+        "configuration is valid: listening on {} ({served}), external URL {}, {sealing}, \
+         {database}, {tenants}",
+        config.listen, config.external_url
+    ))
+}
+
+/// Why the site's files (`LEPTOS_SITE_ROOT`, see [`leptos_options`]) cannot be served, if
+/// they cannot: no `pkg` directory there. Pages would then come without their styles and
+/// script; `serve` logs this, `check-config` refuses it.
+pub fn site_problem(leptos: &LeptosOptions) -> Option<String> {
+    let root = std::path::Path::new(&*leptos.site_root);
+    let pkg = root.join(&*leptos.site_pkg_dir);
+    if pkg.is_dir() {
+        return None;
+    }
+    let relative = if root.is_relative() {
+        let here = std::env::current_dir().unwrap_or_default();
+        format!(", relative to the working directory {}", here.display())
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "LEPTOS_SITE_ROOT {}{relative} has no {} directory (the site `cargo leptos build` \
+         writes): pages would be served without their styles and script; set it to the \
+         site's absolute path",
+        root.display(),
+        leptos.site_pkg_dir
+    ))
 }
 
 /// Opens the store and the account service with production hashing parameters.
@@ -176,6 +301,9 @@ pub async fn serve_on(
         controllers.is_some().then_some(&*cluster_metrics),
     ));
     let leptos = leptos_options(&config);
+    if let Some(problem) = site_problem(&leptos) {
+        tracing::warn!("{problem}");
+    }
     tracing::info!(
         listen = %local,
         external_url = %config.external_url,

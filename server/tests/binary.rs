@@ -5,11 +5,15 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// The binary with the database and a site (an empty `pkg` directory) in `db_dir`.
 fn console(db_dir: &std::path::Path) -> Command {
+    let site = db_dir.join("site");
+    std::fs::create_dir_all(site.join("pkg")).unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_banlieue-console"));
     command
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("LEPTOS_SITE_ROOT", site)
         .env(
             "BANLIEUE_DATABASE_URL",
             format!("sqlite://{}/console.db", db_dir.display()),
@@ -162,6 +166,7 @@ fn configuration_errors_are_actionable() {
     let current = console(dir.path()).arg("check-config").output().unwrap();
     let said = String::from_utf8_lossy(&current.stdout);
     assert!(said.ends_with("database reachable, no tenants\n"), "{said}");
+    assert!(said.contains("(opens the 1 stored signing keys)"), "{said}");
     // The issuer's first start makes the key that seals the signing keys, beside the
     // database, for the console alone; the keys in the database are sealed with it.
     let resealed = console(dir.path())
@@ -205,6 +210,58 @@ fn configuration_errors_are_actionable() {
     assert!(
         !refused.status.success()
             && message.contains("does not open with the configured key-encryption keys"),
+        "{message}"
+    );
+    // check-config says so before a start would.
+    let refused = console(dir.path())
+        .arg("check-config")
+        .env("BANLIEUE_KEY_ENCRYPTION_KEY_FILE", &other)
+        .output()
+        .unwrap();
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && message.contains("sealed under another key-encryption key than")
+            && message.contains("does not open with the configured key-encryption keys"),
+        "{message}"
+    );
+    let refused = console(dir.path()).arg("check-config").output().unwrap();
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && message.contains("is missing, and the database holds 1"),
+        "{message}"
+    );
+}
+
+#[test]
+fn check_config_refuses_what_serve_could_not_use() {
+    let dir = tempfile::tempdir().unwrap();
+    // A filter RUST_LOG cannot be would be ignored in silence: every command refuses it.
+    let bad_filter = console(dir.path())
+        .env("RUST_LOG", "info,sqlx=loud")
+        .arg("check-config")
+        .output()
+        .unwrap();
+    let message = String::from_utf8_lossy(&bad_filter.stderr);
+    assert!(
+        !bad_filter.status.success()
+            && message.contains("RUST_LOG=\"info,sqlx=loud\" is not a log filter"),
+        "{message}"
+    );
+    // A relative site root that is not there (another working directory): pages without
+    // styles or script. check-config refuses it, naming the working directory.
+    let no_site = console(dir.path())
+        .env("LEPTOS_SITE_ROOT", "site-elsewhere")
+        .current_dir(dir.path())
+        .arg("check-config")
+        .output()
+        .unwrap();
+    let message = String::from_utf8_lossy(&no_site.stderr);
+    assert!(
+        !no_site.status.success()
+            && message
+                .contains("LEPTOS_SITE_ROOT site-elsewhere, relative to the working directory")
+            && message.contains("has no pkg directory"),
         "{message}"
     );
 }

@@ -411,9 +411,12 @@ fn check_config_loads_the_certificate_and_key() {
     let dir = tempfile::tempdir().unwrap();
     let good = pair("ca");
     let (cert, key) = write_pair(dir.path(), &good);
+    let site = dir.path().join("site");
+    std::fs::create_dir_all(site.join("pkg")).unwrap();
     let check = |key: &Path| {
         std::process::Command::new(env!("CARGO_BIN_EXE_banlieue-console"))
             .env_clear()
+            .env("LEPTOS_SITE_ROOT", &site)
             .env(
                 "BANLIEUE_DATABASE_URL",
                 format!("sqlite://{}/console.db", dir.path().display()),

@@ -5,7 +5,7 @@ use std::time::Duration;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::migrate::Migrator;
 use sqlx::pool::PoolConnection;
-use sqlx::{Any, AnyConnection, AnyPool, Connection, Executor};
+use sqlx::{Any, AnyConnection, AnyPool, Connection, Executor, Row};
 use time::OffsetDateTime;
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -75,8 +75,34 @@ pub enum DatabaseCheck {
     /// creates it.
     WillBeCreated { file: PathBuf },
     /// The database answers; `pending` migrations will be applied at the next start.
-    Reachable { pending: usize },
+    /// `signing_keys` are the issuer's stored private keys as sealed (empty before the
+    /// migration that seals them), so a check can try the key-encryption key on them.
+    Reachable {
+        pending: usize,
+        signing_keys: Vec<SealedSigningKey>,
+    },
 }
+
+/// One stored signing key as [`Store::check`] read it: its `kid` and its private key as
+/// stored (sealed under a key-encryption key, or plain PKCS#8 from before sealing).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SealedSigningKey {
+    pub kid: String,
+    /// Never logged.
+    pub private_key_sealed: Vec<u8>,
+}
+
+impl std::fmt::Debug for SealedSigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SealedSigningKey")
+            .field("kid", &self.kid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The migration that renamed the signing keys' private key column to
+/// `private_key_sealed` (`0004_sealed_signing_keys.sql`, both backends).
+const SEALED_SIGNING_KEYS_MIGRATION: i64 = 4;
 
 /// A pool of connections to the console's database.
 ///
@@ -152,7 +178,8 @@ impl Store {
 
     /// Checks that the database at `url` can be used, changing nothing: no SQLite file is
     /// created (it is opened read-only when it exists) and no migration is applied; the
-    /// answer says how many would be. Errors: those of [`Store::open`].
+    /// answer says how many would be, and holds the stored signing keys. Errors: those of
+    /// [`Store::open`].
     pub async fn check(url: &str) -> Result<DatabaseCheck, StoreError> {
         static DRIVERS: Once = Once::new();
         DRIVERS.call_once(install_default_drivers);
@@ -196,8 +223,26 @@ impl Store {
             .iter()
             .filter(|m| m.migration_type.is_up_migration() && !applied.contains(&m.version))
             .count();
+        let signing_keys = if applied.contains(&SEALED_SIGNING_KEYS_MIGRATION) {
+            sqlx::query("SELECT kid, private_key_sealed FROM oidc_signing_keys ORDER BY kid")
+                .fetch_all(&mut conn)
+                .await?
+                .iter()
+                .map(|row| {
+                    Ok(SealedSigningKey {
+                        kid: row.try_get("kid")?,
+                        private_key_sealed: row.try_get("private_key_sealed")?,
+                    })
+                })
+                .collect::<Result<_, sqlx::Error>>()?
+        } else {
+            Vec::new()
+        };
         conn.close().await?;
-        Ok(DatabaseCheck::Reachable { pending })
+        Ok(DatabaseCheck::Reachable {
+            pending,
+            signing_keys,
+        })
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {

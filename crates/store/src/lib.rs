@@ -16,7 +16,7 @@ mod user_sessions;
 mod users;
 
 pub use audit::{AuditEvent, AuditPage, AuditQuery};
-pub use database::{Backend, DatabaseCheck, Store, StoreError, sqlite_file};
+pub use database::{Backend, DatabaseCheck, SealedSigningKey, Store, StoreError, sqlite_file};
 pub use oidc::{
     AuthorizationCodeRecord, CodeRedemption, RefreshFamilyRecord, RefreshTokenRecord,
     SigningKeyRecord, StoredCode,

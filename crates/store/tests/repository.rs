@@ -1010,19 +1010,46 @@ async fn checking_a_database_changes_nothing() {
     let Some(url) = banlieue_testbed::postgres::scratch_database("the database check").await else {
         return;
     };
-    let DatabaseCheck::Reachable { pending } = Store::check(&url).await.unwrap() else {
+    let DatabaseCheck::Reachable {
+        pending,
+        signing_keys,
+    } = Store::check(&url).await.unwrap()
+    else {
         panic!("a PostgreSQL database is reachable or an error");
     };
     assert!(pending > 0, "a fresh database has every migration to apply");
+    assert!(signing_keys.is_empty());
     assert_eq!(
         Store::check(&url).await.unwrap(),
-        DatabaseCheck::Reachable { pending },
+        DatabaseCheck::Reachable {
+            pending,
+            signing_keys: Vec::new()
+        },
         "checking applied nothing"
     );
-    Store::open(&url).await.unwrap().close().await;
+    let store = Store::open(&url).await.unwrap();
+    let sealed = b"sealed bytes".to_vec();
+    store
+        .insert_signing_key(&banlieue_store::SigningKeyRecord {
+            kid: "k1".into(),
+            private_key_sealed: sealed.clone(),
+            public_jwk: "{}".into(),
+            created_at: OffsetDateTime::UNIX_EPOCH,
+            activates_at: OffsetDateTime::UNIX_EPOCH,
+        })
+        .await
+        .unwrap();
+    store.close().await;
     assert_eq!(
         Store::check(&url).await.unwrap(),
-        DatabaseCheck::Reachable { pending: 0 }
+        DatabaseCheck::Reachable {
+            pending: 0,
+            signing_keys: vec![banlieue_store::SealedSigningKey {
+                kid: "k1".into(),
+                private_key_sealed: sealed,
+            }]
+        },
+        "the stored keys, for the key-encryption key's check"
     );
 }
 

@@ -140,6 +140,15 @@ impl KeyEncryption {
         Ok(sealed)
     }
 
+    /// Whether the stored key `kid` opens with the configured KEKs, as start-up needs of
+    /// every stored key (`check-config` asks before a start would fail). A plain PKCS#8
+    /// key from before sealing opens.
+    ///
+    /// Errors: [`SealError::Open`].
+    pub fn check_opens(&self, kid: &str, stored: &[u8]) -> Result<(), SealError> {
+        self.open(kid, stored).map(drop)
+    }
+
     /// Opens what [`KeyEncryption::seal`] made for `kid` with the current or the previous
     /// KEK. A key stored before sealing existed (plain PKCS#8) is returned as it is,
     /// marked stale.
