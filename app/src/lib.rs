@@ -16,7 +16,7 @@ use leptos_meta::{MetaTags, Title, provide_meta_context};
 
 pub use banlieue_domain::views::{
     AccessRow, ClaimRow, ClaimView, DashboardView, EndorsementCertificateView, EndorsementTrust,
-    EndorsementVerdict, PoolForm, PoolRow, PoolsView, RoleRow, RolesView,
+    EndorsementVerdict, PoolForm, PoolRow, PoolStall, PoolsView, RoleRow, RolesView,
 };
 pub use error::{AppError, AuthorizationProblem};
 pub use i18n::Locale;

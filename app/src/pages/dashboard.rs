@@ -274,6 +274,15 @@ pub(super) fn claim_detail_text(claim: &ClaimRow, locale: Locale) -> String {
     let key = match &claim.reason {
         Some(ClaimReason::Waiting(WaitReason::NoReadyMember)) => "claim-reason-no-ready-member",
         Some(ClaimReason::Waiting(WaitReason::PoolNotFound)) => "claim-reason-pool-not-found",
+        Some(ClaimReason::Waiting(WaitReason::PoolNotProgressing)) => {
+            return locale.t_with(
+                "claim-reason-pool-not-progressing",
+                &[
+                    ("pool", claim.pool.clone()),
+                    ("message", claim.message.clone()),
+                ],
+            );
+        }
         Some(ClaimReason::VirtualMachineGone) => "claim-reason-vm-gone",
         Some(ClaimReason::Released(ReleaseReason::Released)) => "claim-reason-released",
         Some(ClaimReason::Released(ReleaseReason::Expired)) => "claim-reason-expired",

@@ -2,7 +2,7 @@ use leptos::prelude::*;
 
 use super::{DANGER_BUTTON, INPUT_CLASS, PRIMARY_BUTTON, SECONDARY_BUTTON};
 use crate::components::{AppHeader, Messages, SubmitButton, submit_once};
-use crate::{PageData, page_state, paths};
+use crate::{PageData, PoolStall, page_state, paths};
 
 /// Pools (operators, SPEC §5): every pool with its counts, and a form to create or change
 /// one (warm, max, image revision, template, provider); delete. Written as the person, so
@@ -32,6 +32,44 @@ pub fn Pools() -> impl IntoView {
                 {label}
                 <input class=INPUT_CLASS type=kind name=name value=value required />
             </label>
+        }
+    };
+    let provider = typed("provider", form.provider.clone());
+    // A choice of the providers that exist; a name to type when the person may not list
+    // them, or when none exists yet (said under the field).
+    let provider_field = match view.providers {
+        Some(names) if !names.is_empty() => {
+            let unknown =
+                (!provider.is_empty() && !names.contains(&provider)).then(|| provider.clone());
+            view! {
+                <label class="block text-sm font-medium">
+                    {locale.t("pools-provider")}
+                    <select class=INPUT_CLASS name="provider" required>
+                        {names.into_iter().map(|name| {
+                            let selected = name == provider;
+                            let label = name.clone();
+                            view! { <option value=name selected=selected>{label}</option> }
+                        }).collect_view()}
+                        {unknown.map(|name| {
+                            let label = locale.t_with("pools-provider-unknown", &[("provider", name.clone())]);
+                            view! { <option value=name selected=true>{label}</option> }
+                        })}
+                    </select>
+                </label>
+            }
+            .into_any()
+        }
+        providers => {
+            let none_yet = providers.is_some();
+            view! {
+                <div>
+                    {field("provider", locale.t("pools-provider"), provider, "text")}
+                    {none_yet.then(|| view! {
+                        <p class="mt-1 text-xs text-amber-700 dark:text-amber-300" data-testid="no-providers">{locale.t("pools-no-providers")}</p>
+                    })}
+                </div>
+            }
+            .into_any()
         }
     };
     let empty = view.pools.is_empty();
@@ -66,6 +104,13 @@ pub fn Pools() -> impl IntoView {
                                     ("claimed", pool.claimed.to_string()),
                                     ("total", pool.total.to_string()),
                                 ]);
+                                let stalled = pool.stalled.as_ref().map(|stall| {
+                                    if stall.reason == PoolStall::PROVIDER_NOT_FOUND {
+                                        locale.t_with("pools-provider-missing", &[("provider", pool.provider.clone())])
+                                    } else {
+                                        locale.t_with("pools-not-progressing", &[("message", stall.message.clone())])
+                                    }
+                                });
                                 let actions = can_manage.then(|| {
                                     let edit = format!("{}?edit={}/{}", paths::POOLS, pool.namespace, pool.name);
                                     let delete = format!("{}/{}/{}/delete", paths::POOLS, pool.namespace, pool.name);
@@ -84,7 +129,12 @@ pub fn Pools() -> impl IntoView {
                                 view! {
                                     <tr data-pool=pool.name.clone()>
                                         <td class="px-3 py-2" data-label=locale.t("pools-name")><span class="font-medium">{pool.name.clone()}</span><br /><span class="text-xs text-slate-500 dark:text-slate-400">{pool.namespace.clone()}</span></td>
-                                        <td class="px-3 py-2" data-label=locale.t("pools-sizes")>{sizes}</td>
+                                        <td class="px-3 py-2" data-label=locale.t("pools-sizes")>
+                                            {sizes}
+                                            {stalled.map(|text| view! {
+                                                <p class="mt-1 text-xs text-amber-700 dark:text-amber-300" data-testid="pool-stalled">{text}</p>
+                                            })}
+                                        </td>
                                         <td class="break-all px-3 py-2 text-xs" data-label=locale.t("pools-image")>{format!("{} · {} · {} CPU · {}", pool.image, pool.image_revision, pool.cpu, pool.memory)}</td>
                                         {actions}
                                     </tr>
@@ -107,7 +157,7 @@ pub fn Pools() -> impl IntoView {
                         {field("image", locale.t("pools-image"), typed("image", form.image), "text")}
                         {field("cpu", locale.t("pools-cpu"), typed("cpu", form.cpu.to_string()), "number")}
                         {field("memory", locale.t("pools-memory"), typed("memory", form.memory), "text")}
-                        {field("provider", locale.t("pools-provider"), typed("provider", form.provider), "text")}
+                        {provider_field}
                         <div class="sm:col-span-2">
                             <SubmitButton
                                 label=locale.t("pools-save")

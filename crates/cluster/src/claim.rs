@@ -269,15 +269,37 @@ pub async fn reconcile_claim(
             result
         }
         ClaimStep::Wait { reason } => {
-            let message = match reason {
-                WaitReason::PoolNotFound => format!(
-                    "VirtualMachinePool {} does not exist in namespace {namespace}",
-                    claim.spec.pool_ref
+            // Nothing free, and the pool says why it makes none: the claim says so too.
+            let stalled = pool.as_ref().and_then(|pool| {
+                pool.status
+                    .as_ref()?
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == "Progressing" && c.status == "False")
+            });
+            let (reason, message) = match (reason, stalled) {
+                (WaitReason::PoolNotFound, _) => (
+                    reason,
+                    format!(
+                        "VirtualMachinePool {} does not exist in namespace {namespace}",
+                        claim.spec.pool_ref
+                    ),
                 ),
-                WaitReason::NoReadyMember => format!(
-                    "no Ready VirtualMachine is free in pool {}; waiting for the pool to \
-                     provide one",
-                    claim.spec.pool_ref
+                (_, Some(condition)) => (
+                    WaitReason::PoolNotProgressing,
+                    format!(
+                        "no Ready VirtualMachine is free in pool {}, and it is not making \
+                         any ({}): {}",
+                        claim.spec.pool_ref, condition.reason, condition.message
+                    ),
+                ),
+                (_, None) => (
+                    WaitReason::NoReadyMember,
+                    format!(
+                        "no Ready VirtualMachine is free in pool {}; waiting for the pool to \
+                         provide one",
+                        claim.spec.pool_ref
+                    ),
                 ),
             };
             writer

@@ -25,6 +25,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
 use banlieue_domain::claim::MemberPhase;
+use banlieue_domain::views::PoolStall;
 
 use crate::convert::{self, from_time, member_phase, to_time};
 use crate::crd::{
@@ -185,7 +186,7 @@ pub async fn reconcile_pool(
         // The root cause of members that never become Ready: said first, with them.
         (
             "False",
-            "ProviderNotFound",
+            PoolStall::PROVIDER_NOT_FOUND,
             format!(
                 "VirtualMachineProvider {} does not exist: install the provider, or name one \
                  that exists in providerRef ({stuck} members not Ready after {deadline}s, \

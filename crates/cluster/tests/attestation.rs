@@ -600,6 +600,23 @@ async fn a_pool_naming_a_missing_provider_says_so_until_it_exists() {
     .await;
     assert_eq!(missing.status, "False");
     assert!(missing.message.contains(&name), "{}", missing.message);
+    // A claim on it waits, and says why: the pool makes nothing, not "soon".
+    create_claim(&client, &claim("c", "p", 3600, "alice")).await;
+    let waiting = wait_for("c waiting on a pool that makes nothing", T, || async {
+        let status = claims(&client).get("c").await.ok()?.status?;
+        (status.reason.as_deref() == Some("PoolNotProgressing")).then_some(status)
+    })
+    .await;
+    assert_eq!(waiting.phase.as_deref(), Some("Pending"));
+    let said = waiting.message.unwrap_or_default();
+    assert!(
+        said.contains("ProviderNotFound") && said.contains(&name),
+        "{said}"
+    );
+    claims(&client)
+        .delete("c", &DeleteParams::default())
+        .await
+        .unwrap();
     providers(&client)
         .create(
             &PostParams::default(),

@@ -112,6 +112,10 @@ pub enum WaitReason {
     PoolNotFound,
     /// The pool has no Ready unclaimed member right now.
     NoReadyMember,
+    /// As [`WaitReason::NoReadyMember`], and the pool is not making any: its
+    /// `Progressing=False` condition (a provider that does not exist, members that never
+    /// become Ready, no room under `maxReplicas`), whose message the claim repeats.
+    PoolNotProgressing,
 }
 
 impl WaitReason {
@@ -120,6 +124,7 @@ impl WaitReason {
         match self {
             Self::PoolNotFound => "PoolNotFound",
             Self::NoReadyMember => "NoReadyMember",
+            Self::PoolNotProgressing => "PoolNotProgressing",
         }
     }
 }
@@ -143,7 +148,11 @@ impl ClaimReason {
 
     /// The reason `status.reason` names.
     pub fn parse(reason: &str) -> Self {
-        let waiting = [WaitReason::PoolNotFound, WaitReason::NoReadyMember];
+        let waiting = [
+            WaitReason::PoolNotFound,
+            WaitReason::NoReadyMember,
+            WaitReason::PoolNotProgressing,
+        ];
         let released = [ReleaseReason::Released, ReleaseReason::Expired];
         if let Some(wait) = waiting.into_iter().find(|r| r.as_str() == reason) {
             Self::Waiting(wait)

@@ -198,6 +198,9 @@ pub struct PoolsView {
     /// Whether Kubernetes lets the person create pools in every namespace
     /// (SelfSubjectAccessReview): only then the form and the Edit / Delete buttons show.
     pub can_manage: bool,
+    /// The VirtualMachineProviders that exist, by name, for the form's choice; `None`
+    /// when Kubernetes does not let the person list them (the form then takes a name).
+    pub providers: Option<Vec<String>>,
 }
 
 /// A VirtualMachinePool's settings, as listed and as edited.
@@ -217,4 +220,21 @@ pub struct PoolForm {
     pub ready: u32,
     pub claimed: u32,
     pub total: u32,
+    /// Why the pool is not reaching `warmReplicas`, when listed and it is not: its
+    /// `Progressing=False` condition.
+    pub stalled: Option<PoolStall>,
+}
+
+/// A pool's `Progressing=False` condition, as the pool controller wrote it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolStall {
+    /// The condition's `reason`, e.g. [`PoolStall::PROVIDER_NOT_FOUND`].
+    pub reason: String,
+    /// Its `message`, in English, for a reason the page does not translate.
+    pub message: String,
+}
+
+impl PoolStall {
+    /// The reason for a `providerRef` naming no VirtualMachineProvider.
+    pub const PROVIDER_NOT_FOUND: &str = "ProviderNotFound";
 }

@@ -2,8 +2,10 @@
 //! RBAC decides; a pool's bounds are the CRD's ([`VirtualMachinePoolSpec::validate`]).
 
 use banlieue_domain::object_names::{is_dns_label, is_dns_subdomain};
-use banlieue_domain::views::{PoolForm, PoolsView};
-use cluster::crd::{VirtualMachinePool, VirtualMachinePoolSpec, VirtualMachineTemplate};
+use banlieue_domain::views::{PoolForm, PoolStall, PoolsView};
+use cluster::crd::{
+    VirtualMachinePool, VirtualMachinePoolSpec, VirtualMachineProvider, VirtualMachineTemplate,
+};
 use cluster::impersonation::may;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
 use kube::{Api, ResourceExt};
@@ -88,28 +90,41 @@ impl Console {
     /// [`ServiceError::Unavailable`].
     pub async fn pools(&self, who: &Principal, editing: Option<(&str, &str)>) -> Result<PoolsView> {
         let client = self.client(who).await?;
-        let pools: Vec<PoolForm> = Api::<VirtualMachinePool>::all(client.clone())
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .map(pool_form)
-            .collect();
+        let pool_api = Api::<VirtualMachinePool>::all(client.clone());
+        let provider_api = Api::<VirtualMachineProvider>::all(client.clone());
+        // The three questions are independent: asked at once.
+        let everything = ListParams::default();
+        let (pools, providers, can_manage) = tokio::join!(
+            pool_api.list(&everything),
+            provider_api.list(&everything),
+            may(&client, "virtualmachinepools", "create", None),
+        );
+        let pools: Vec<PoolForm> = pools?.items.iter().map(pool_form).collect();
+        // In doubt (not allowed to list them), a name to type.
+        let providers = providers
+            .inspect_err(|error| {
+                tracing::debug!(%error, "cannot list the VirtualMachineProviders as the person");
+            })
+            .ok()
+            .map(|list| {
+                let mut names: Vec<String> = list.items.iter().map(ResourceExt::name_any).collect();
+                names.sort();
+                names
+            });
+        // In doubt, no form (Kubernetes decides a save anyway).
+        let can_manage = can_manage.unwrap_or_else(|error| {
+            tracing::warn!(%error, "cannot ask Kubernetes whether the person may create pools");
+            false
+        });
         let form = editing
             .and_then(|(ns, name)| pools.iter().find(|p| p.namespace == ns && p.name == name))
             .cloned()
-            .unwrap_or_else(new_pool_defaults);
-        // In doubt, no form (Kubernetes decides a save anyway).
-        let can_manage = may(&client, "virtualmachinepools", "create", None)
-            .await
-            .unwrap_or_else(|error| {
-                tracing::warn!(%error, "cannot ask Kubernetes whether the person may create pools");
-                false
-            });
+            .unwrap_or_else(|| new_pool_defaults(providers.as_deref().unwrap_or_default()));
         Ok(PoolsView {
             pools,
             form,
             can_manage,
+            providers,
         })
     }
 
@@ -182,13 +197,14 @@ impl Console {
     }
 }
 
-fn new_pool_defaults() -> PoolForm {
+/// A new pool's form: the first of the `providers` that exist (none: the field is empty).
+fn new_pool_defaults(providers: &[String]) -> PoolForm {
     PoolForm {
         warm_replicas: 3,
         max_replicas: 10,
         cpu: 2,
         memory: "4Gi".into(),
-        provider: "simulated".into(),
+        provider: providers.first().cloned().unwrap_or_default(),
         ..PoolForm::default()
     }
 }
@@ -208,5 +224,13 @@ fn pool_form(pool: &VirtualMachinePool) -> PoolForm {
         ready: status.ready_replicas,
         claimed: status.claimed_replicas,
         total: status.replicas,
+        stalled: status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Progressing" && c.status == "False")
+            .map(|c| PoolStall {
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+            }),
     }
 }

@@ -362,6 +362,61 @@ async fn pools_are_validated_by_the_crd_bounds_and_refusals_are_audited() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_form_offers_the_providers_that_exist_and_a_pool_says_why_it_waits() {
+    use cluster::crd::{VirtualMachinePool, VirtualMachineProvider, VirtualMachineProviderSpec};
+    let setup = Setup::start().await;
+    let operator = setup.person("olga", &["operator"]).await;
+    // No provider yet: the form names none (no made-up default).
+    let view = setup.console.pools(&operator, None).await.unwrap();
+    assert_eq!(view.providers, Some(Vec::new()));
+    assert_eq!(view.form.provider, "");
+    let providers = Api::<VirtualMachineProvider>::all(setup.admin.clone());
+    for name in ["zeta", "alpha"] {
+        let provider =
+            VirtualMachineProvider::new(name, VirtualMachineProviderSpec { attestation: None });
+        providers
+            .create(&Default::default(), &provider)
+            .await
+            .unwrap();
+    }
+    let view = setup.console.pools(&operator, None).await.unwrap();
+    assert_eq!(view.providers, Some(vec!["alpha".into(), "zeta".into()]));
+    assert_eq!(
+        view.form.provider, "alpha",
+        "a new pool's form takes the first"
+    );
+    // The pool controller's Progressing=False condition reaches the page.
+    let sandbox = |view: &banlieue_domain::views::PoolsView| {
+        view.pools
+            .iter()
+            .find(|p| p.name == "sandbox")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(sandbox(&view).stalled, None);
+    let status = serde_json::json!({ "status": { "conditions": [{
+        "type": "Progressing", "status": "False", "reason": "ProviderNotFound",
+        "message": "VirtualMachineProvider simulated does not exist",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }]}});
+    Api::<VirtualMachinePool>::namespaced(setup.admin.clone(), "demo")
+        .patch_status("sandbox", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    let view = setup.console.pools(&operator, None).await.unwrap();
+    let stalled = sandbox(&view).stalled.expect("the condition is shown");
+    assert_eq!(
+        stalled.reason,
+        banlieue_domain::views::PoolStall::PROVIDER_NOT_FOUND
+    );
+    assert_eq!(
+        stalled.message,
+        "VirtualMachineProvider simulated does not exist"
+    );
+    setup.emulator.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_custom_role_granted_every_pool_verb_edits_and_deletes_pools() {
     let setup = Setup::start().await;
     let admin = setup.person("ada", &["admin"]).await;
