@@ -1,11 +1,16 @@
 //! The JSON API for brokers and automation (`/api/v1`, SPEC §7): bearer tokens only, never
 //! a cookie (so there is no cross-site request to forge), and errors as RFC 9457 problem
-//! details (`application/problem+json`).
+//! details (`application/problem+json`). Its OpenAPI 3.1 document (`/api/v1/openapi.json`)
+//! is made from the handlers' `#[utoipa::path]` declarations and the types they answer
+//! with, so the document and the routes are declared once, together.
 //!
 //! A bearer is an ID token of the console's own issuer for the audience
 //! `banlieue-console` (`Issuer::verify_console_token`), or a tenant's ID token
 //! (`tenants::TenantVerifier`); the token's unverified `iss` only says which of the two
 //! verifies it.
+
+use std::borrow::Cow;
+use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -17,32 +22,125 @@ use axum::routing::get;
 use banlieue_identity::oidc::BearerError;
 use cluster::crd::ClaimSubject;
 use futures::StreamExt;
+use kube::CustomResourceExt;
 use serde::{Deserialize, Serialize};
 use services::{Authenticator, ClaimScope, CreateClaim, Principal, ServiceError};
 use time::OffsetDateTime;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ObjectBuilder, RefOr, Schema};
+use utoipa::{IntoParams, OpenApi, PartialSchema, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::routes::AppState;
 
 /// Where the API is served.
 pub const PREFIX: &str = "/api/v1";
 
-/// The API's routes, below [`PREFIX`]; served outside the pages' session, same-origin and
-/// access layers.
+/// The API's routes, below [`PREFIX`], and `GET /openapi.json`, their document; served
+/// outside the pages' session, same-origin and access layers.
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/whoami", get(whoami))
-        .route("/pools", get(pools))
-        .route("/claims", get(list_claims).post(create_claim))
+    let (routes, openapi) = OpenApiRouter::with_openapi(ApiDocument::openapi())
+        .routes(routes!(whoami))
+        .routes(routes!(pools))
+        .routes(routes!(list_claims, create_claim))
+        .routes(routes!(read_claim, release_claim))
+        .split_for_parts();
+    let document: Arc<str> = document(openapi).into();
+    routes
         .route(
-            "/claims/{namespace}/{name}",
-            get(read_claim).delete(release_claim),
+            "/openapi.json",
+            get(move || {
+                let document = document.clone();
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, "application/json")],
+                        document.to_string(),
+                    )
+                }
+            }),
         )
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
 }
 
+/// The OpenAPI document's frame; the paths come from the handlers.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "banlieue-console API",
+        description = "Claims of sandbox VMs for brokers and automation. Every request carries \
+            an ID token as `Authorization: Bearer <token>`: one of this console's issuer for \
+            the audience `banlieue-console`, or a tenant's. Errors are RFC 9457 problems."
+    ),
+    servers((url = "/api/v1")),
+    modifiers(&BearerTokens),
+    security(("bearer" = []))
+)]
+struct ApiDocument;
+
+/// The `bearer` security scheme every operation requires (RFC 6750).
+struct BearerTokens;
+
+impl utoipa::Modify for BearerTokens {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        openapi
+            .components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme(
+                "bearer",
+                SecurityScheme::Http(
+                    HttpBuilder::new()
+                        .scheme(HttpAuthScheme::Bearer)
+                        .bearer_format("JWT")
+                        .build(),
+                ),
+            );
+    }
+}
+
+/// The name of the claim object's schema in the document.
+const CLAIM_SCHEMA: &str = "VirtualMachineClaim";
+
+/// A `banlieue.io/v1alpha1` VirtualMachineClaim as Kubernetes has it. Only a name in
+/// the handlers' declarations: [`document`] puts in the CRD's own schema.
+struct ClaimObject;
+
+impl PartialSchema for ClaimObject {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new().into()
+    }
+}
+
+impl ToSchema for ClaimObject {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed(CLAIM_SCHEMA)
+    }
+}
+
+/// The document as JSON, the claim's schema being the CRD's `openAPIV3Schema`.
+fn document(openapi: utoipa::openapi::OpenApi) -> String {
+    let mut document = serde_json::to_value(openapi).expect("the OpenAPI document is JSON");
+    let crd = cluster::crd::VirtualMachineClaim::crd();
+    let schema = crd
+        .spec
+        .versions
+        .first()
+        .and_then(|version| version.schema.as_ref())
+        .and_then(|validation| validation.open_api_v3_schema.as_ref())
+        .map(|schema| serde_json::to_value(schema).expect("a CRD schema is JSON"));
+    if let Some(schema) = schema {
+        document["components"]["schemas"][CLAIM_SCHEMA] = schema;
+    }
+    document.to_string()
+}
+
 /// An RFC 9457 problem: `type` stays `about:blank`, so `title` is the status's phrase.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema, utoipa::ToResponse)]
+#[response(
+    description = "An RFC 9457 problem: the status, and what went wrong in `detail`",
+    content_type = "application/problem+json"
+)]
 struct Problem {
     #[serde(rename = "type")]
     kind: &'static str,
@@ -158,7 +256,7 @@ async fn caller(app: &AppState, headers: &HeaderMap) -> Result<Caller, Response>
 }
 
 /// `GET /api/v1/whoami`'s answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct WhoAmI {
     /// `console` (a console user) or `tenant`.
@@ -180,6 +278,17 @@ struct WhoAmI {
 }
 
 /// `GET /api/v1/whoami`: who the bearer token names, as the console acts for them.
+#[utoipa::path(
+    get,
+    path = "/whoami",
+    responses(
+        (status = 200, description = "Who the token names, as the console acts for them", body = WhoAmI),
+        (status = 401, response = Problem),
+        (status = 403, response = Problem),
+        (status = 500, response = Problem),
+        (status = 503, response = Problem),
+    )
+)]
 async fn whoami(State(app): State<AppState>, headers: HeaderMap) -> Response {
     let answer = match caller(&app, &headers).await {
         Err(response) => return response,
@@ -319,7 +428,7 @@ impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Str
 }
 
 /// A pool, as `GET /api/v1/pools` lists it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct Pool {
     namespace: String,
@@ -335,12 +444,23 @@ struct Pool {
 }
 
 /// A list answer, as Kubernetes lists: `{"items": [...]}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct Items<T> {
     items: Vec<T>,
 }
 
 /// `GET /api/v1/pools`: the pools the caller may list (as the dashboard shows them).
+#[utoipa::path(
+    get,
+    path = "/pools",
+    responses(
+        (status = 200, description = "The pools the caller may list", body = Items<Pool>),
+        (status = 401, response = Problem),
+        (status = 403, response = Problem),
+        (status = 500, response = Problem),
+        (status = 503, response = Problem),
+    )
+)]
 async fn pools(State(app): State<AppState>, Bearer(who): Bearer) -> Response {
     match app.console.claimable_pools(&who).await {
         Ok(rows) => json(
@@ -364,16 +484,31 @@ async fn pools(State(app): State<AppState>, Bearer(who): Bearer) -> Response {
 }
 
 /// The query of `GET /api/v1/claims`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct ListClaims {
     /// `own` (the default) or `everyone` (operators and admins).
     #[serde(default)]
+    #[param(pattern = "^(own|everyone)$")]
     scope: Option<String>,
 }
 
 /// `GET /api/v1/claims[?scope=everyone]`: the caller's claims (or everyone's), as
 /// Kubernetes has them (`banlieue.io/v1alpha1` VirtualMachineClaims).
+#[utoipa::path(
+    get,
+    path = "/claims",
+    params(ListClaims),
+    responses(
+        (status = 200, description = "The caller's claims, or everyone's", body = Items<ClaimObject>),
+        (status = 400, response = Problem),
+        (status = 401, response = Problem),
+        (status = 403, response = Problem),
+        (status = 500, response = Problem),
+        (status = 503, response = Problem),
+    )
+)]
 async fn list_claims(
     State(app): State<AppState>,
     Bearer(who): Bearer,
@@ -396,14 +531,17 @@ async fn list_claims(
 }
 
 /// The body of `POST /api/v1/claims`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct NewClaim {
     /// The pool's namespace.
+    #[schema(example = "demo")]
     namespace: String,
     /// The pool's name.
+    #[schema(example = "sandbox")]
     pool: String,
     /// One of the lifetimes the console offers, in seconds.
+    #[schema(example = 900)]
     ttl_seconds: u32,
     /// Whom the sandbox is for, when a broker claims for someone else; absent: the
     /// caller at this console's issuer.
@@ -414,6 +552,24 @@ struct NewClaim {
 /// `POST /api/v1/claims`: claims a sandbox (as the dashboard's Claim button does); 201
 /// with the claim and its `Location`. The claim is Pending until the claim controller
 /// binds it: poll `GET` on the `Location` until `status.phase` is `Bound`.
+#[utoipa::path(
+    post,
+    path = "/claims",
+    request_body(content = NewClaim, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The claim, Pending until it is bound", body = ClaimObject,
+            headers(("Location" = String, description = "The claim's address in this API"))),
+        (status = 400, response = Problem),
+        (status = 401, response = Problem),
+        (status = 403, response = Problem),
+        (status = 404, response = Problem),
+        (status = 409, response = Problem),
+        (status = 415, response = Problem),
+        (status = 422, response = Problem),
+        (status = 500, response = Problem),
+        (status = 503, response = Problem),
+    )
+)]
 async fn create_claim(
     State(app): State<AppState>,
     Bearer(who): Bearer,
@@ -470,8 +626,9 @@ async fn create_claim(
 }
 
 /// The query of `GET /api/v1/claims/{namespace}/{name}`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct ReadClaim {
     /// Stream the claim's changes instead of answering once.
     #[serde(default)]
@@ -483,6 +640,24 @@ struct ReadClaim {
 /// watches send them: one JSON object per line, `{"type": "ADDED" | "MODIFIED" |
 /// "DELETED", "object": <claim>}`, ending after `DELETED` or when the bearer token
 /// expires (watch again with a fresh one).
+#[utoipa::path(
+    get,
+    path = "/claims/{namespace}/{name}",
+    params(
+        ("namespace" = String, Path, description = "The claim's namespace"),
+        ("name" = String, Path, description = "The claim's name"),
+        ReadClaim,
+    ),
+    responses(
+        (status = 200, description = "The claim; with `watch=true`, its changes, one watch event (`{\"type\", \"object\"}`) per line", body = ClaimObject),
+        (status = 400, response = Problem),
+        (status = 401, response = Problem),
+        (status = 403, response = Problem),
+        (status = 404, response = Problem),
+        (status = 500, response = Problem),
+        (status = 503, response = Problem),
+    )
+)]
 async fn read_claim(
     State(app): State<AppState>,
     Bearer(who): Bearer,
@@ -502,6 +677,23 @@ async fn read_claim(
 
 /// `DELETE /api/v1/claims/{namespace}/{name}`: releases the claim (as the Release
 /// button does); 202, as the claim stays `Releasing` until its VM is gone.
+#[utoipa::path(
+    delete,
+    path = "/claims/{namespace}/{name}",
+    params(
+        ("namespace" = String, Path, description = "The claim's namespace"),
+        ("name" = String, Path, description = "The claim's name"),
+    ),
+    responses(
+        (status = 202, description = "Releasing: the claim is gone once its VM is"),
+        (status = 401, response = Problem),
+        (status = 403, response = Problem),
+        (status = 404, response = Problem),
+        (status = 409, response = Problem),
+        (status = 500, response = Problem),
+        (status = 503, response = Problem),
+    )
+)]
 async fn release_claim(
     State(app): State<AppState>,
     Bearer(who): Bearer,

@@ -315,6 +315,7 @@ pub struct VirtualMachineClaimSpec {
 /// The identity a sandbox is attributed to: the raw subject as a token of `issuer`
 /// carries it (no Kubernetes username prefix).
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClaimSubject {
     /// OIDC issuer URL.
     pub issuer: String,
