@@ -74,6 +74,7 @@ pub fn router() -> Router<AppState> {
             the audience `banlieue-console`, or a tenant's. Errors are RFC 9457 problems."
     ),
     servers((url = "/api/v1")),
+    components(responses(Problem)),
     modifiers(&BearerTokens),
     security(("bearer" = []))
 )]

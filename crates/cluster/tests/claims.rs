@@ -114,11 +114,19 @@ async fn deleting_a_pending_claim_removes_it() {
     create_pool(&client, &pool("empty", 0, 0, "r1")).await;
     let running = spawn_controllers(&client, test_config(&client, "a"));
     create_claim(&client, &claim("c1", "empty", 60, "alice")).await;
-    let pending = wait_phase(&client, "c1", "Pending", T).await;
-    assert_eq!(
-        pending.status.unwrap().reason.as_deref(),
-        Some("NoReadyMember")
-    );
+    // Until the simulated provider has registered, the pool (and so the claim) may say
+    // ProviderNotFound; once it has, a healthy empty pool leaves the claim NoReadyMember.
+    let api = claims(&client);
+    wait_for("claim c1 Pending with NoReadyMember", T, || {
+        let api = api.clone();
+        async move {
+            let status = api.get_opt("c1").await.ok()??.status?;
+            (status.phase.as_deref() == Some("Pending")
+                && status.reason.as_deref() == Some("NoReadyMember"))
+            .then_some(())
+        }
+    })
+    .await;
     claims(&client)
         .delete("c1", &DeleteParams::default())
         .await
