@@ -107,10 +107,16 @@ async fn fifty_claims_against_twenty_ready_members() {
     let p = phases(&client).await;
     assert_eq!(p.get("Bound").map_or(0, Vec::len), 20);
     assert_eq!(p.get("Pending").map_or(0, Vec::len), 30);
+    // Every member claimed and no room for more: the claims say the pool makes none.
     for c in &p["Pending"] {
-        assert_eq!(
-            c.status.as_ref().unwrap().reason.as_deref(),
-            Some("NoReadyMember")
+        let status = c.status.as_ref().unwrap();
+        assert_eq!(status.reason.as_deref(), Some("PoolNotProgressing"));
+        assert!(
+            status
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("MaxReplicasReached")),
+            "{status:?}"
         );
     }
     assert_eq!(assert_one_claim_per_member(&client).await, 20);
