@@ -2,7 +2,9 @@
 //! whom. Read and written as the principal; the claim admission policy checks that a
 //! claim's subject is its creator.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+
+use futures::{StreamExt, TryStreamExt};
 
 use banlieue_domain::BuiltinRole;
 use banlieue_domain::claim::{ClaimPhase, ClaimReason};
@@ -62,23 +64,34 @@ impl Console {
             Err(ServiceError::NoCluster) => return Ok(DashboardView::default()),
             other => other?,
         };
-        let claims = visible(
-            Api::<VirtualMachineClaim>::all(client.clone())
-                .list(&ListParams::default())
-                .await,
-        )?;
-        let mut rights = Rights::new(&client);
-        let pool_rows = pool_rows(&mut rights).await?;
-        let now = OffsetDateTime::now_utc();
+        // The two lists, then every review the rows need, each round asked at once.
+        let (claims, pools) = futures::future::join(
+            Api::<VirtualMachineClaim>::all(client.clone()).list(&ListParams::default()),
+            Api::<VirtualMachinePool>::all(client.clone()).list(&ListParams::default()),
+        )
+        .await;
+        let (claims, pools) = (visible(claims)?, visible(pools)?);
         let overseer = oversees_claims(who);
+        let shown: Vec<(&VirtualMachineClaim, bool)> = claims
+            .iter()
+            .map(|claim| (claim, self.is_own(who, claim)))
+            .filter(|(_, mine)| *mine || overseer)
+            .collect();
+        let rights = Rights::ask(
+            &client,
+            pool_questions(&pools).chain(
+                shown
+                    .iter()
+                    .map(|(claim, _)| ("delete", claim.namespace().unwrap_or_default())),
+            ),
+        )
+        .await?;
+        let pool_rows = pool_rows(pools, &rights);
+        let now = OffsetDateTime::now_utc();
         let (mut own, mut everyone) = (Vec::new(), Vec::new());
-        for claim in &claims {
-            let mine = self.is_own(who, claim);
-            if !mine && !overseer {
-                continue;
-            }
+        for (claim, mine) in shown {
             let namespace = claim.namespace().unwrap_or_default();
-            let row = claim_row(claim, now, rights.may("delete", &namespace).await?);
+            let row = claim_row(claim, now, rights.may("delete", &namespace));
             if mine {
                 own.push(row.clone());
             }
@@ -106,7 +119,13 @@ impl Console {
     /// Errors: as [`Console::dashboard`].
     pub async fn claimable_pools(&self, who: &Principal) -> Result<Vec<PoolRow>> {
         let client = self.client(who).await?;
-        pool_rows(&mut Rights::new(&client)).await
+        let pools = visible(
+            Api::<VirtualMachinePool>::all(client.clone())
+                .list(&ListParams::default())
+                .await,
+        )?;
+        let rights = Rights::ask(&client, pool_questions(&pools)).await?;
+        Ok(pool_rows(pools, &rights))
     }
 
     /// The claims of `scope` the principal may list, as Kubernetes has them, by
@@ -297,28 +316,30 @@ impl Console {
     }
 }
 
-/// The pools the client of `rights` may list, each with whether it may create claims
-/// there.
-async fn pool_rows(rights: &mut Rights<'_>) -> Result<Vec<PoolRow>> {
-    let pools = visible(
-        Api::<VirtualMachinePool>::all(rights.client.clone())
-            .list(&ListParams::default())
-            .await,
-    )?;
-    let mut rows = Vec::with_capacity(pools.len());
-    for pool in pools {
-        let namespace = pool.namespace().unwrap_or_default();
-        let status = pool.status.clone().unwrap_or_default();
-        rows.push(PoolRow {
-            name: pool.name_any(),
-            can_claim: rights.may("create", &namespace).await?,
-            namespace,
-            ready: status.ready_replicas,
-            claimed: status.claimed_replicas,
-            max: pool.spec.max_replicas,
-        });
-    }
-    Ok(rows)
+/// The reviews [`pool_rows`] needs: creating claims in each pool's namespace.
+fn pool_questions(pools: &[VirtualMachinePool]) -> impl Iterator<Item = (&'static str, String)> {
+    pools
+        .iter()
+        .map(|pool| ("create", pool.namespace().unwrap_or_default()))
+}
+
+/// The pools as rows, each with whether `rights` let the principal create claims there.
+fn pool_rows(pools: Vec<VirtualMachinePool>, rights: &Rights) -> Vec<PoolRow> {
+    pools
+        .into_iter()
+        .map(|pool| {
+            let namespace = pool.namespace().unwrap_or_default();
+            let status = pool.status.clone().unwrap_or_default();
+            PoolRow {
+                name: pool.name_any(),
+                can_claim: rights.may("create", &namespace),
+                namespace,
+                ready: status.ready_replicas,
+                claimed: status.claimed_replicas,
+                max: pool.spec.max_replicas,
+            }
+        })
+        .collect()
 }
 
 /// Operators and admins see and release everyone's claims (SPEC §6).
@@ -339,28 +360,39 @@ pub(crate) fn check_object_path(namespace: &str, name: &str) -> Result<()> {
     }
 }
 
-/// The principal's RBAC answers on claims per namespace and verb, asked once each.
-struct Rights<'a> {
-    client: &'a kube::Client,
-    answers: HashMap<(&'static str, String), bool>,
-}
+/// How many SelfSubjectAccessReviews [`Rights::ask`] has in flight at once.
+const CONCURRENT_REVIEWS: usize = 8;
 
-impl<'a> Rights<'a> {
-    fn new(client: &'a kube::Client) -> Self {
-        Self {
-            client,
-            answers: HashMap::new(),
-        }
+/// The principal's RBAC answers on claims per verb and namespace: one
+/// SelfSubjectAccessReview for each distinct question, asked concurrently.
+struct Rights(HashMap<(&'static str, String), bool>);
+
+impl Rights {
+    /// Asks each distinct question once.
+    ///
+    /// Errors: a review Kubernetes did not answer ([`ServiceError`] from `kube::Error`).
+    async fn ask(
+        client: &kube::Client,
+        questions: impl IntoIterator<Item = (&'static str, String)>,
+    ) -> Result<Self> {
+        let questions: BTreeSet<(&'static str, String)> = questions.into_iter().collect();
+        let reviews: Vec<_> = questions
+            .iter()
+            .map(|(verb, namespace)| may(client, CLAIMS, verb, Some(namespace.as_str())))
+            .collect();
+        let answers: Vec<bool> = futures::stream::iter(reviews)
+            .buffered(CONCURRENT_REVIEWS)
+            .try_collect()
+            .await?;
+        Ok(Self(questions.into_iter().zip(answers).collect()))
     }
 
-    async fn may(&mut self, verb: &'static str, namespace: &str) -> Result<bool> {
-        let key = (verb, namespace.to_owned());
-        if let Some(answer) = self.answers.get(&key) {
-            return Ok(*answer);
-        }
-        let answer = may(self.client, CLAIMS, verb, Some(namespace)).await?;
-        self.answers.insert(key, answer);
-        Ok(answer)
+    /// The answer to a question [`Rights::ask`] was given; `false` for any other.
+    fn may(&self, verb: &'static str, namespace: &str) -> bool {
+        self.0
+            .get(&(verb, namespace.to_owned()))
+            .copied()
+            .unwrap_or(false)
     }
 }
 
