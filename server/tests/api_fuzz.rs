@@ -83,15 +83,9 @@ async fn schemathesis_finds_no_server_error_and_nothing_the_document_does_not_sa
         output.status.success(),
         "schemathesis found problems:\n{said}"
     );
-    // It did test every operation (an empty document would pass).
-    for operation in [
-        "GET /whoami",
-        "GET /pools",
-        "GET /claims",
-        "POST /claims",
-        "GET /claims/{namespace}/{name}",
-        "DELETE /claims/{namespace}/{name}",
-    ] {
-        assert!(said.contains(operation), "{operation} untested:\n{said}");
-    }
+    // It did test every operation of the document (an empty document would pass).
+    assert!(
+        said.contains("Selected: 6/6") && said.contains("Tested: 6"),
+        "not every operation was tested:\n{said}"
+    );
 }
