@@ -117,6 +117,10 @@ test('the last admin cannot be disabled (in Japanese)', async ({ page, initialPa
   await expect(page.getByRole('alert')).toHaveText(
     '最後の有効な管理者は、無効化・削除・admin ロールの削除ができません。',
   );
+  // Post/redirect/get: the refusal is shown on the user's page, so a reload repeats nothing.
+  await expect(page).toHaveURL(/\/users\/admin$/);
+  await page.reload();
+  await expect(page.getByRole('alert')).toHaveCount(0);
   await page.getByRole('button', { name: 'English' }).click();
 });
 
@@ -147,6 +151,8 @@ test('the audit log shows each of these; its filters match any part', async ({ p
 
   // Any part, ignoring case: "session" finds sign-ins and sign-outs; "DOOM" the deleted
   // user's rows; an actor's prefix, that actor's.
+  await filter({ Action: 'user.disable', Target: 'admin', Result: 'LAST' });
+  await expect(rows).toHaveCount(1);
   await filter({ Action: 'session' });
   await expect(rows.first()).toBeVisible();
   for (const code of await rows.getByTestId('audit-action').allTextContents()) expect(code).toContain('session');

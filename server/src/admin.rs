@@ -3,8 +3,8 @@
 //! audits) and answers with the page, its notice or its error.
 
 use app::{
-    AppError, AuditFilter, AuditRow, AuditView, Notice, Page, PageData, PageState, UserRow,
-    UserView, UsersView, paths,
+    AppError, AuditFilter, AuditRow, AuditView, FormFeedback, Notice, Page, PageData, PageState,
+    UserRow, UserView, UsersView, paths,
 };
 use axum::extract::{Path, Query, Request, State};
 use axum::http::StatusCode;
@@ -116,13 +116,14 @@ pub async fn users_page(
         .map(|name| Notice::UserDeleted {
             name: name.as_str().to_owned(),
         });
+    let refused = pages::take_feedback(request.extensions().get::<Session>(), paths::USERS).await;
     users_view(
         &app,
         state,
         &actor,
         &query.q,
         page_number(&query.page),
-        None,
+        refused,
     )
     .await
 }
@@ -133,7 +134,7 @@ async fn users_view(
     actor: &Actor,
     search: &str,
     page: u32,
-    error: Option<(AppError, Form)>,
+    refused: Option<FormFeedback>,
 ) -> Response {
     state.page = Page::Users;
     state.path = paths::USERS.to_owned();
@@ -151,15 +152,9 @@ async fn users_view(
         role_choices: app.console.role_names(),
         show_tenant: app.tenants.is_some() || listed.users.iter().any(|u| u.tenant.is_some()),
     });
-    match error {
+    match refused {
         None => pages::render(app, state, StatusCode::OK).await,
-        Some((error, form)) => {
-            let values = pages::typed(&[
-                ("name", form.get("name")),
-                ("display_name", form.get("display_name")),
-                ("email", form.get("email")),
-                ("roles", &roles_of(&form).join(" ")),
-            ]);
+        Some(FormFeedback { error, values }) => {
             pages::with_feedback(app, state, error, values).await
         }
     }
@@ -167,12 +162,13 @@ async fn users_view(
 
 /// `POST /users`: create a user; the generated password is shown once on their page.
 pub async fn create_user(State(app): State<AppState>, request: Request) -> Response {
-    let (state, actor) = context(&request);
+    let (mut state, actor) = context(&request);
+    state.path = paths::USERS.to_owned();
     let session = request.extensions().get::<Session>().cloned();
     let form = match Form::read(request.into_body()).await {
         Ok(form) => form,
         Err(error) => {
-            return users_view(&app, state, &actor, "", 0, Some((error, Form::default()))).await;
+            return pages::refused(&app, state, session.as_ref(), error, Default::default()).await;
         }
     };
     let choice = password_choice(&form);
@@ -194,8 +190,18 @@ pub async fn create_user(State(app): State<AppState>, request: Request) -> Respo
             )
             .await
         }
+        // Not an admin: there is no form to go back to.
+        Err(AdminError::Forbidden) => refusal(&app, state, AdminError::Forbidden).await,
         Err(error) => match app_error(error) {
-            Ok(error) => users_view(&app, state, &actor, "", 0, Some((error, form))).await,
+            Ok(error) => {
+                let values = pages::typed(&[
+                    ("name", form.get("name")),
+                    ("display_name", form.get("display_name")),
+                    ("email", form.get("email")),
+                    ("roles", &roles_of(&form).join(" ")),
+                ]);
+                pages::refused(&app, state, session.as_ref(), error, values).await
+            }
             Err(error) => internal_error(state.look(), &error),
         },
     }
@@ -222,8 +228,10 @@ pub async fn user_page(
             .map(|shown| shown.password),
         None => None,
     };
+    let refused =
+        pages::take_feedback(request.extensions().get::<Session>(), &paths::user(&name)).await;
     match app.accounts.user(&actor, &name).await {
-        Ok(user) => user_view(&app, state, user, shown, done, None).await,
+        Ok(user) => user_view(&app, state, user, shown, done, refused).await,
         Err(error) => refusal(&app, state, error).await,
     }
 }
@@ -234,7 +242,7 @@ async fn user_view(
     user: UserRecord,
     shown_password: Option<String>,
     notice: Option<Notice>,
-    error: Option<(AppError, Form)>,
+    refused: Option<FormFeedback>,
 ) -> Response {
     state.page = Page::User;
     state.path = paths::user(user.name.as_str());
@@ -250,19 +258,9 @@ async fn user_view(
         shown_password,
         role_choices,
     });
-    match error {
+    match refused {
         None => pages::render(app, state, StatusCode::OK).await,
-        Some((error, form)) => {
-            // After a conflict the page shows the stored values, not the typed ones.
-            let values = if error == AppError::Conflict {
-                Default::default()
-            } else {
-                pages::typed(&[
-                    ("display_name", form.get("display_name")),
-                    ("email", form.get("email")),
-                    ("roles", &roles_of(&form).join(" ")),
-                ])
-            };
+        Some(FormFeedback { error, values }) => {
             pages::with_feedback(app, state, error, values).await
         }
     }
@@ -286,7 +284,7 @@ pub async fn user_action(
     action: UserAction,
     request: Request,
 ) -> Response {
-    let (state, actor) = context(&request);
+    let (mut state, actor) = context(&request);
     let session = request.extensions().get::<Session>().cloned();
     let form = match Form::read(request.into_body()).await {
         Ok(form) => form,
@@ -344,20 +342,30 @@ pub async fn user_action(
             }
         }
     };
+    state.page = Page::User;
     let current = match accounts.user(&actor, &name).await {
         Ok(user) => user,
-        Err(error) => {
-            let mut state = state;
-            state.page = Page::User;
-            return refusal(&app, state, error).await;
-        }
+        Err(error) => return refusal(&app, state, error).await,
     };
     match outcome {
         Ok((notice, shown)) => {
             show_once(session, state.look(), current.name.as_str(), shown, &notice).await
         }
         Err(error) => match app_error(error) {
-            Ok(error) => user_view(&app, state, current, None, None, Some((error, form))).await,
+            Ok(error) => {
+                // After a conflict the page shows the stored values, not the typed ones.
+                let values = if error == AppError::Conflict {
+                    Default::default()
+                } else {
+                    pages::typed(&[
+                        ("display_name", form.get("display_name")),
+                        ("email", form.get("email")),
+                        ("roles", &roles_of(&form).join(" ")),
+                    ])
+                };
+                state.path = paths::user(current.name.as_str());
+                pages::refused(&app, state, session.as_ref(), error, values).await
+            }
             Err(error) => internal_error(state.look(), &error),
         },
     }

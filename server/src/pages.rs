@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 use app::{AppError, FormFeedback, PageState, shell};
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+use tower_sessions::Session;
 
 use crate::AppState;
 
@@ -75,6 +77,55 @@ pub async fn with_feedback(
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
     response
+}
+
+/// Session key of a refused form's feedback on its way to the page it was posted from.
+const REFUSED_FORM_KEY: &str = "refused-form";
+
+/// A refused form's feedback waiting in the session for the next `GET` of `path`.
+#[derive(Serialize, Deserialize)]
+struct RefusedForm {
+    path: String,
+    feedback: FormFeedback,
+}
+
+/// Post/redirect/get for a refused form: `error` and the typed `values` (never
+/// passwords) wait in the session for the next `GET` of `state.path`
+/// ([`take_feedback`]), and the answer is `303 See Other` there, so a reload shows the
+/// page again and repeats nothing. Without a session to keep them in, the page is
+/// answered in place ([`with_feedback`]).
+pub async fn refused(
+    app: &AppState,
+    state: PageState,
+    session: Option<&Session>,
+    error: AppError,
+    values: BTreeMap<String, String>,
+) -> Response {
+    let Some(session) = session else {
+        return with_feedback(app, state, error, values).await;
+    };
+    let waiting = RefusedForm {
+        path: state.path.clone(),
+        feedback: FormFeedback { error, values },
+    };
+    match session.insert(REFUSED_FORM_KEY, &waiting).await {
+        Ok(()) => Redirect::to(&waiting.path).into_response(),
+        Err(_) => {
+            let FormFeedback { error, values } = waiting.feedback;
+            with_feedback(app, state, error, values).await
+        }
+    }
+}
+
+/// The feedback a refused form left for `path` ([`refused`]), taken from the session:
+/// shown once. Feedback left for another page is dropped.
+pub async fn take_feedback(session: Option<&Session>, path: &str) -> Option<FormFeedback> {
+    let waiting = session?
+        .remove::<RefusedForm>(REFUSED_FORM_KEY)
+        .await
+        .ok()
+        .flatten()?;
+    (waiting.path == path).then_some(waiting.feedback)
 }
 
 /// A refused form: the error, and what was typed to show again (never passwords).

@@ -664,7 +664,16 @@ impl Pair {
                         .send()
                         .await;
                     match response {
-                        Ok(r) if r.status() == 303 => Outcome::Created { user },
+                        // A refusal redirects too, back to the Users page.
+                        Ok(r)
+                            if r.status() == 303
+                                && r.headers().get("location").is_some_and(|to| {
+                                    to.as_bytes()
+                                        .starts_with(format!("/users/{user}?").as_bytes())
+                                }) =>
+                        {
+                            Outcome::Created { user }
+                        }
                         _ => Outcome::NotCompleted,
                     }
                 }

@@ -94,6 +94,7 @@ async fn bad_input_is_refused_with_the_form_kept() {
             Some(&admin),
         ))
         .await;
+    let bad = app.refused_page(bad, "/users", &admin).await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     assert!(bad.alert().unwrap().starts_with("User names are 1 to 63"));
     assert!(
@@ -108,6 +109,7 @@ async fn bad_input_is_refused_with_the_form_kept() {
             Some(&admin),
         ))
         .await;
+    let taken = app.refused_page(taken, "/users", &admin).await;
     assert_eq!(taken.status, StatusCode::CONFLICT);
     assert_eq!(
         taken.alert().as_deref(),
@@ -117,7 +119,7 @@ async fn bad_input_is_refused_with_the_form_kept() {
 
 #[tokio::test]
 async fn only_admins_reach_user_administration() {
-    let (app, _) = with_admin().await;
+    let (app, admin) = with_admin().await;
     app.create_user("dev", PASSWORD, &["developer"], false)
         .await;
     let dev = app.sign_in("dev", PASSWORD).await;
@@ -134,6 +136,26 @@ async fn only_admins_reach_user_administration() {
         ))
         .await;
     assert_eq!(create.status, StatusCode::FORBIDDEN);
+    let disable = app
+        .send(post_form(
+            "/users/root/disable",
+            form(&[("version", "1")]),
+            Some(&dev),
+        ))
+        .await;
+    assert_eq!(disable.status, StatusCode::FORBIDDEN);
+    // Each forged action is in the audit log with its refusal, found by a part of it.
+    let refused = app
+        .send(get("/audit?actor=dev&result=FORBID", Some(&admin)))
+        .await;
+    for (action, target) in [("user.create", "eve"), ("user.disable", "root")] {
+        assert!(
+            refused.body.contains(&format!(">{action}<"))
+                && refused.body.contains(&format!(">{target}<")),
+            "{action} {target}: {}",
+            refused.body
+        );
+    }
     assert!(
         app.send(get("/account", Some(&dev)))
             .await
@@ -259,6 +281,7 @@ async fn the_last_admin_cannot_lock_everyone_out() {
             Some(&admin),
         ))
         .await;
+    let disable = app.refused_page(disable, "/users/root", &admin).await;
     assert_eq!(disable.status, StatusCode::FORBIDDEN);
     assert!(
         disable
@@ -273,7 +296,12 @@ async fn the_last_admin_cannot_lock_everyone_out() {
             Some(&admin),
         ))
         .await;
+    let demote = app.refused_page(demote, "/users/root", &admin).await;
     assert_eq!(demote.status, StatusCode::FORBIDDEN);
+    // Shown once: a reload is the page alone, and repeats nothing.
+    let reload = app.send(get("/users/root", Some(&admin))).await;
+    assert_eq!(reload.status, StatusCode::OK);
+    assert_eq!(reload.alert(), None);
     assert_eq!(
         app.send(get("/", Some(&admin))).await.status,
         StatusCode::OK
@@ -304,6 +332,7 @@ async fn concurrent_edits_conflict_instead_of_overwriting() {
             Some(&admin),
         ))
         .await;
+    let second = app.refused_page(second, "/users/bob", &admin).await;
     assert_eq!(second.status, StatusCode::CONFLICT);
     assert!(
         second
@@ -329,7 +358,9 @@ async fn deletion_needs_the_name_typed() {
             Some(&admin),
         ))
         .await;
+    let wrong = app.refused_page(wrong, "/users/bob", &admin).await;
     assert_eq!(wrong.status, StatusCode::BAD_REQUEST);
+    assert!(wrong.alert().is_some());
     let deleted = app
         .send(post_form(
             "/users/bob/delete",
@@ -437,8 +468,7 @@ async fn hand_edited_addresses_get_pages_not_crashes() {
 async fn action_results_keep_the_user_page_address_for_the_language_switch() {
     let (app, admin) = with_admin().await;
     app.create_user("bob", PASSWORD, &[], false).await;
-    // A refused action is answered in place: the language switch must still return to
-    // the user's page, not to the action's address.
+    // A refused action is shown on the user's page, where the language switch returns.
     let refused = app
         .send(post_form(
             "/users/bob",
@@ -446,6 +476,7 @@ async fn action_results_keep_the_user_page_address_for_the_language_switch() {
             Some(&admin),
         ))
         .await;
+    let refused = app.refused_page(refused, "/users/bob", &admin).await;
     assert_eq!(refused.status, StatusCode::BAD_REQUEST);
     assert!(refused.body.contains("name=\"next\" value=\"/users/bob\""));
     let revoked = app
@@ -491,6 +522,7 @@ async fn profiles_refuse_hidden_characters_and_actions_need_a_version() {
         "\u{20e3}",
     ] {
         let bad = app.send(create(hidden, "")).await;
+        let bad = app.refused_page(bad, "/users", &admin).await;
         assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{hidden:?}");
         assert!(
             bad.alert()
@@ -509,6 +541,7 @@ async fn profiles_refuse_hidden_characters_and_actions_need_a_version() {
         "eve@example.org\u{200b}",
     ] {
         let bad = app.send(create("Eve", not_an_address)).await;
+        let bad = app.refused_page(bad, "/users", &admin).await;
         assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{not_an_address:?}");
         let alert = bad.alert().unwrap();
         assert!(
@@ -517,6 +550,7 @@ async fn profiles_refuse_hidden_characters_and_actions_need_a_version() {
         );
     }
     let kept = app.send(create("Eve", "eve@@example.org")).await;
+    let kept = app.refused_page(kept, "/users", &admin).await;
     assert!(
         kept.body.contains("value=\"eve@@example.org\""),
         "what was typed is kept"
@@ -543,6 +577,7 @@ async fn profiles_refuse_hidden_characters_and_actions_need_a_version() {
             Some(&admin),
         ))
         .await;
+    let edit = app.refused_page(edit, "/users/eve", &admin).await;
     assert_eq!(edit.status, StatusCode::BAD_REQUEST);
     assert!(edit.alert().unwrap().contains("not an address"));
     assert_eq!(app.user("eve").await.email, "eve.y+console@example.org");
@@ -637,6 +672,7 @@ async fn the_user_forms_offer_the_roles_as_checkboxes_and_no_empty_tenant_column
             Some(&admin),
         ))
         .await;
+    let refused = app.refused_page(refused, "/users", &admin).await;
     assert_eq!(refused.status, StatusCode::BAD_REQUEST);
     assert_eq!(role_box(&refused.body, "operator"), Some(true));
     assert_eq!(role_box(&refused.body, "admin"), Some(false));

@@ -156,7 +156,7 @@ impl Accounts {
         profile: &UserProfile,
         password: PasswordChoice,
     ) -> Result<(UserRecord, Option<String>), AdminError> {
-        require_admin(actor)?;
+        self.admit(actor, "user.create", name.trim()).await?;
         let name = UserName::parse(name.trim()).map_err(AdminError::InvalidName)?;
         let roles = self
             .audited_grant(
@@ -258,6 +258,7 @@ impl Accounts {
         version: i64,
         profile: &UserProfile,
     ) -> Result<UserRecord, AdminError> {
+        self.admit(actor, "user.update", name).await?;
         let user = self.user(actor, name).await?;
         let roles = self
             .audited_grant(actor, "user.update", name, &profile.roles, &user.roles)
@@ -296,12 +297,13 @@ impl Accounts {
         version: i64,
         disabled: bool,
     ) -> Result<UserRecord, AdminError> {
-        let user = self.user(actor, name).await?;
         let action = if disabled {
             "user.disable"
         } else {
             "user.enable"
         };
+        self.admit(actor, action, name).await?;
+        let user = self.user(actor, name).await?;
         let event = success(actor, action, name);
         let result = self
             .store()
@@ -325,6 +327,7 @@ impl Accounts {
         name: &str,
         password: PasswordChoice,
     ) -> Result<Option<String>, AdminError> {
+        self.admit(actor, "user.password-set", name).await?;
         let user = self.user(actor, name).await?;
         let (password, shown) = choose_password(password)?;
         let phc = self
@@ -344,6 +347,7 @@ impl Accounts {
 
     /// Ends every session and refresh token of the user.
     pub async fn revoke_user_sessions(&self, actor: &Actor, name: &str) -> Result<(), AdminError> {
+        self.admit(actor, "user.sessions-revoke", name).await?;
         let user = self.user(actor, name).await?;
         let event = success(actor, "user.sessions-revoke", name);
         let result = self
@@ -361,6 +365,7 @@ impl Accounts {
         name: &str,
         version: i64,
     ) -> Result<(), AdminError> {
+        self.admit(actor, "user.delete", name).await?;
         let user = self.user(actor, name).await?;
         let event = success(actor, "user.delete", name);
         let result = self.store().delete_user(user.id, version, &event).await;
@@ -426,6 +431,17 @@ impl Accounts {
             }
         }
         Ok(result?)
+    }
+
+    /// [`require_admin`], with a refused `action` on `target` recorded in the audit log
+    /// (a forged request from someone who is not an admin).
+    async fn admit(&self, actor: &Actor, action: &str, target: &str) -> Result<(), AdminError> {
+        let admitted = require_admin(actor);
+        if admitted.is_err() {
+            self.audit_detail(actor, action, target, "forbidden", "")
+                .await;
+        }
+        admitted
     }
 
     /// [`grantable_roles`], with a refused grant recorded in the audit log.

@@ -45,10 +45,10 @@ impl AuditEvent {
     }
 }
 
-/// Filters of the audit log; empty strings match everything. `actor`, `action` and
-/// `target` match any event whose field contains them, ignoring ASCII case (`session`
-/// finds `session.sign-in` and `session.sign-out`); `result` matches exactly; instants
-/// bound `at` inclusively.
+/// Filters of the audit log; empty strings match everything. `actor`, `action`, `target`
+/// and `result` match any event whose field contains them, ignoring ASCII case (`session`
+/// finds `session.sign-in` and `session.sign-out`, `invalid` finds
+/// `invalid-credentials`); instants bound `at` inclusively.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuditQuery {
     pub actor: String,
@@ -79,13 +79,14 @@ impl Store {
         limit: i64,
     ) -> Result<AuditPage, StoreError> {
         let filter = "lower(actor) LIKE $1 ESCAPE '\\' AND lower(action) LIKE $2 ESCAPE '\\' \
-                      AND lower(target) LIKE $3 ESCAPE '\\' AND ($4 = '' OR result = $4) \
+                      AND lower(target) LIKE $3 ESCAPE '\\' AND lower(result) LIKE $4 ESCAPE '\\' \
                       AND at_ms >= $5 AND at_ms <= $6";
         let contains = |text: &str| format!("%{}%", escape_like(&text.to_ascii_lowercase()));
-        let (actor, action, target) = (
+        let (actor, action, target, result) = (
             contains(&query.actor),
             contains(&query.action),
             contains(&query.target),
+            contains(&query.result),
         );
         let since = query.since.map_or(i64::MIN, to_millis);
         let until = query.until.map_or(i64::MAX, to_millis);
@@ -94,7 +95,7 @@ impl Store {
                 .bind(&actor)
                 .bind(&action)
                 .bind(&target)
-                .bind(&query.result)
+                .bind(&result)
                 .bind(since)
                 .bind(until)
                 .fetch_one(&self.pool)
@@ -108,7 +109,7 @@ impl Store {
         .bind(&actor)
         .bind(&action)
         .bind(&target)
-        .bind(&query.result)
+        .bind(&result)
         .bind(since)
         .bind(until)
         .bind(limit)

@@ -678,7 +678,7 @@ async fn audit_events_are_filtered(store: Store) {
     let found = store.query_audit(&sign_ins, 0, 10).await.unwrap();
     assert_eq!(found.total, 1);
     assert_eq!(found.events[0].actor, "bob");
-    // Actor, action and target match a part, in any ASCII case; LIKE's wildcards are
+    // Actor, action, target and result match a part, in any ASCII case; LIKE's wildcards are
     // literal characters.
     let total = |query: AuditQuery| {
         let store = store.clone();
@@ -726,6 +726,20 @@ async fn audit_events_are_filtered(store: Store) {
                 ..AuditQuery::default()
             },
             0,
+        ),
+        (
+            AuditQuery {
+                result: "Invalid".into(),
+                ..AuditQuery::default()
+            },
+            1,
+        ),
+        (
+            AuditQuery {
+                result: "cess".into(),
+                ..AuditQuery::default()
+            },
+            3,
         ),
     ] {
         assert_eq!(total(query.clone()).await, expected, "{query:?}");

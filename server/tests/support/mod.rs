@@ -352,6 +352,23 @@ impl TestApp {
         TestResponse::read(response).await
     }
 
+    /// The answer to a refused form (post/redirect/get): asserts `303` to `page`, then
+    /// `GET`s it as `cookie`, where the refusal is shown once.
+    pub async fn refused_page(
+        &self,
+        posted: TestResponse,
+        page: &str,
+        cookie: &str,
+    ) -> TestResponse {
+        assert_eq!(
+            (posted.status, posted.location()),
+            (StatusCode::SEE_OTHER, Some(page)),
+            "{}",
+            posted.body
+        );
+        self.send(get(page, Some(cookie))).await
+    }
+
     /// `GET /metrics` on the metrics listener, unauthenticated as Prometheus scrapes it;
     /// asserts 200 and returns the exposition.
     pub async fn metrics(&self) -> String {
