@@ -1,6 +1,6 @@
 import { Browser, BrowserContext, Page } from '@playwright/test';
 import AxeBuilder from '@axe-core/playwright';
-import { test, expect, open, signInAsAdmin } from './fixtures';
+import { test, expect, makePerson, open, signIn, signInAsAdmin } from './fixtures';
 
 // axe-core on every page of the console, in English and Japanese, light and dark: no
 // violation of a WCAG 2.1 A or AA rule. Each page is scanned as the browser shows it:
@@ -13,6 +13,8 @@ test.describe.configure({ mode: 'serial' });
 const WCAG_21_AA = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'];
 const LOCALES = ['en', 'ja'] as const;
 const SCHEMES = ['light', 'dark'] as const;
+/** The system's light or dark, or dark chosen with the theme switch on a light system. */
+type Scheme = (typeof SCHEMES)[number] | 'chosen-dark';
 
 /** The violations axe finds on `page`, one line each (rule, impact, where). */
 async function violations(page: Page): Promise<string[]> {
@@ -28,30 +30,42 @@ async function contextFor(
   baseURL: string,
   javaScript: boolean,
   locale: string,
-  scheme: 'light' | 'dark',
+  scheme: Scheme,
   from?: BrowserContext,
 ): Promise<BrowserContext> {
   const context = await browser.newContext({
     baseURL,
     javaScriptEnabled: true,
-    colorScheme: scheme,
+    colorScheme: scheme === 'chosen-dark' ? 'light' : scheme,
     storageState: from ? await from.storageState() : undefined,
   });
   if (!javaScript) await context.route(/\/pkg\/.*\.(js|wasm)$/, (route) => route.abort());
   await context.addCookies([{ name: 'banlieue-lang', value: locale, url: baseURL }]);
+  if (scheme === 'chosen-dark') await context.addCookies([{ name: 'banlieue-theme', value: 'dark', url: baseURL }]);
   return context;
 }
 
-/** Scans each of `paths` in every language and scheme; all violations at once. */
-async function scan(browser: Browser, baseURL: string, js: boolean, paths: string[], from?: BrowserContext) {
+/** A page to scan: its address, or how to reach it (a form's answer). */
+type Visit = string | [label: string, reach: (page: Page) => Promise<void>];
+
+/** Scans each of `visits` in every language and each of `schemes`; all violations at once. */
+async function scan(
+  browser: Browser,
+  baseURL: string,
+  js: boolean,
+  visits: Visit[],
+  from?: BrowserContext,
+  schemes: readonly Scheme[] = SCHEMES,
+) {
   const found: string[] = [];
   for (const locale of LOCALES) {
-    for (const scheme of SCHEMES) {
+    for (const scheme of schemes) {
       const context = await contextFor(browser, baseURL, js, locale, scheme, from);
       const page = await context.newPage();
-      for (const path of paths) {
-        await open(page, path, js);
-        for (const v of await violations(page)) found.push(`${path} [${locale}, ${scheme}] ${v}`);
+      for (const visit of visits) {
+        const [label, reach] = typeof visit === 'string' ? [visit, (p: Page) => open(p, visit, js)] : visit;
+        await reach(page);
+        for (const v of await violations(page)) found.push(`${label} [${locale}, ${scheme}] ${v}`);
       }
       await context.close();
     }
@@ -121,4 +135,57 @@ test('signed in: every page of the console, a sandbox of its own included', asyn
   await page.getByText('Release…').click();
   await page.getByRole('button', { name: 'Release', exact: true }).click();
   await expect(page.getByRole('status').first()).toContainText('is being released');
+});
+
+test('error pages, edit forms, and dark chosen on a light system', async ({ page, browser, initialPassword }, info) => {
+  test.setTimeout(300_000);
+  const js = info.project.use.javaScriptEnabled !== false;
+  const baseURL = info.project.use.baseURL!;
+  const schemes = ['light', 'chosen-dark'] as const;
+
+  // A developer meets 403 (an admin's page), 405 (an address that takes a form only)
+  // and 401 (a form posted after the session ended).
+  const axel = await makePerson(browser, baseURL, initialPassword, 'axel-axe', ['developer']);
+  const developer = await browser.newContext({ baseURL, javaScriptEnabled: false });
+  const signedIn = await developer.newPage();
+  await signedIn.goto('/sign-in');
+  await signIn(signedIn, axel.name, axel.password);
+  await expect(signedIn.getByTestId('welcome')).toBeVisible();
+  const afterSessionEnded: Visit = [
+    '401 (a form after the session ended)',
+    async (p) => {
+      await open(p, '/account', js);
+      const cookies = await p.context().cookies();
+      await p.context().clearCookies({ name: 'banlieue-session' });
+      const refused = p.waitForResponse((r) => r.url().endsWith('/revoke-all'));
+      await p.locator('form[action="/account/sessions/revoke-all"] button[type="submit"]').click();
+      expect((await refused).status()).toBe(401);
+      await p.waitForLoadState('domcontentloaded');
+      await p.context().addCookies(cookies);
+    },
+  ];
+  await scan(browser, baseURL, js, ['/roles', '/users/admin/disable', afterSessionEnded], developer, schemes);
+  await developer.close();
+
+  // An admin meets 400 (an address whose query cannot be read) and opens the edit forms
+  // of a pool and of a custom role.
+  await signInAsAdmin(page, initialPassword);
+  const role = `axe-${Date.now() % 1_000_000}`;
+  await open(page, '/roles', js);
+  await page.getByLabel('Name', { exact: true }).fill(role);
+  await page.getByLabel('list virtualmachineclaims').check();
+  await page.getByRole('button', { name: 'Save role' }).click();
+  await expect(page.getByRole('status')).toHaveText(`Role ${role} saved.`);
+  await scan(
+    browser,
+    baseURL,
+    js,
+    ['/audit?since=yesterday', '/pools?edit=demo/sandbox', `/roles?edit=${role}`],
+    page.context(),
+    schemes,
+  );
+  await open(page, '/roles', js);
+  await page.locator(`[data-role="${role}"]`).getByText('Delete…').click();
+  await page.locator(`[data-role="${role}"]`).getByRole('button', { name: 'Delete this role' }).click();
+  await expect(page.getByRole('status')).toHaveText(`Role ${role} deleted.`);
 });

@@ -1,5 +1,5 @@
 import { Browser, Page } from '@playwright/test';
-import { test, expect, changePassword, open, signIn, signInAsAdmin } from './fixtures';
+import { test, expect, changePassword, makePerson, open, signIn, signInAsAdmin } from './fixtures';
 
 // User administration: create a user with a generated password (roles ticked among the
 // roles that exist), reset it after a confirmation step, delete a user after typing the
@@ -105,6 +105,71 @@ test('an admin deletes a user after typing the name', async ({ page, initialPass
   await page.goto('/users?q=doomed');
   await expect(page.getByText('No user matches.')).toBeVisible();
   expect((await page.request.get('/users/doomed')).status()).toBe(404);
+});
+
+test("disabling ends a user's sessions, enabling lets them back in, and 'End all sessions' signs them out", async ({ page, browser, initialPassword }, info) => {
+  test.setTimeout(90_000);
+  const js = info.project.use.javaScriptEnabled !== false;
+  const ulla = await makePerson(browser, info.project.use.baseURL!, initialPassword, 'ulla-users', ['viewer']);
+  const theirs = await person(browser, info.project.use.baseURL, info.project.use.javaScriptEnabled);
+  const signsIn = async () => {
+    await theirs.goto('/sign-in');
+    await signIn(theirs, ulla.name, ulla.password);
+    await expect(theirs.getByTestId('welcome')).toBeVisible();
+  };
+  const isSignedOut = async () => {
+    await theirs.goto('/');
+    await expect(theirs).toHaveURL(/\/sign-in$/);
+  };
+  await signsIn();
+  await adminPage(page, js, initialPassword);
+  await open(page, `/users/${ulla.name}`, js);
+
+  await page.getByRole('button', { name: 'Disable user' }).click();
+  await expect(page.getByRole('status')).toHaveText('User disabled; their sessions have ended.');
+  await isSignedOut();
+  await signIn(theirs, ulla.name, ulla.password);
+  await expect(theirs.getByRole('alert')).toBeVisible();
+  await expect(theirs.getByTestId('welcome')).toHaveCount(0);
+
+  await page.getByRole('button', { name: 'Enable user' }).click();
+  await expect(page.getByRole('status')).toHaveText('User enabled.');
+  await signsIn();
+
+  await page.getByRole('button', { name: 'End all sessions' }).click();
+  await expect(page.getByRole('status')).toHaveText('All sessions of this user have ended.');
+  await isSignedOut();
+  await signsIn();
+  await theirs.context().close();
+});
+
+test('the user list pages through a search, and a page past the end is the last', async ({ page, initialPassword }, info) => {
+  test.setTimeout(120_000);
+  const js = info.project.use.javaScriptEnabled !== false;
+  const baseURL = info.project.use.baseURL!;
+  await adminPage(page, js, initialPassword);
+  // One more than a page (50) of people whose names share a part, made by form posts.
+  for (let i = 0; i < 51; i++) {
+    const made = await page.request.post('/users', {
+      headers: { origin: baseURL },
+      form: { name: `pager-${String(i).padStart(2, '0')}`, roles: 'viewer', password_mode: 'generate' },
+      maxRedirects: 0,
+    });
+    expect(made.status()).toBe(303);
+  }
+  const table = page.getByTestId('users-table');
+  await page.goto('/users?q=pager-');
+  await expect(page.getByText('Page 1 of 2')).toBeVisible();
+  await expect(table.locator('tbody tr')).toHaveCount(50);
+  await page.getByRole('link', { name: 'Next' }).click();
+  await expect(page.getByText('Page 2 of 2')).toBeVisible();
+  await expect(table.locator('tbody tr')).toHaveCount(1);
+  await expect(page.getByRole('link', { name: 'Next' })).toHaveCount(0);
+  await page.getByRole('link', { name: 'Previous' }).click();
+  await expect(page.getByText('Page 1 of 2')).toBeVisible();
+  await page.goto('/users?q=pager-&page=99999');
+  await expect(page.getByText('Page 2 of 2')).toBeVisible();
+  await expect(table.locator('tbody tr')).toHaveCount(1);
 });
 
 test('the last admin cannot be disabled (in Japanese)', async ({ page, initialPassword }, info) => {

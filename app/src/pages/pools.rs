@@ -41,10 +41,14 @@ pub fn Pools() -> impl IntoView {
         Some(names) if !names.is_empty() => {
             let unknown =
                 (!provider.is_empty() && !names.contains(&provider)).then(|| provider.clone());
+            // Labelled by `for`, not by wrapping: a wrapping label's text would take in
+            // the options' text too.
             view! {
-                <label class="block text-sm font-medium">
-                    {locale.t("pools-provider")}
-                    <select class=INPUT_CLASS name="provider" required>
+                <div>
+                    <label class="block text-sm font-medium" for="pool-provider">
+                        {locale.t("pools-provider")}
+                    </label>
+                    <select id="pool-provider" class=INPUT_CLASS name="provider" required>
                         {names.into_iter().map(|name| {
                             let selected = name == provider;
                             let label = name.clone();
@@ -55,7 +59,7 @@ pub fn Pools() -> impl IntoView {
                             view! { <option value=name selected=true>{label}</option> }
                         })}
                     </select>
-                </label>
+                </div>
             }
             .into_any()
         }
