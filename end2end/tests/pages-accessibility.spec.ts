@@ -151,6 +151,14 @@ test('error pages, edit forms, and dark chosen on a light system', async ({ page
   await signedIn.goto('/sign-in');
   await signIn(signedIn, axel.name, axel.password);
   await expect(signedIn.getByTestId('welcome')).toBeVisible();
+  // (An error document is static HTML, no wasm to wait for: scanned once loaded.)
+  const errorDocument = (path: string): Visit => [
+    path,
+    async (p) => {
+      await p.goto(path);
+      await p.waitForLoadState('networkidle');
+    },
+  ];
   const afterSessionEnded: Visit = [
     '401 (a form after the session ended)',
     async (p) => {
@@ -164,7 +172,7 @@ test('error pages, edit forms, and dark chosen on a light system', async ({ page
       await p.context().addCookies(cookies);
     },
   ];
-  await scan(browser, baseURL, js, ['/roles', '/users/admin/disable', afterSessionEnded], developer, schemes);
+  await scan(browser, baseURL, js, [errorDocument('/roles'), errorDocument('/users/admin/disable'), afterSessionEnded], developer, schemes);
   await developer.close();
 
   // An admin meets 400 (an address whose query cannot be read) and opens the edit forms
@@ -180,7 +188,7 @@ test('error pages, edit forms, and dark chosen on a light system', async ({ page
     browser,
     baseURL,
     js,
-    ['/audit?since=yesterday', '/pools?edit=demo/sandbox', `/roles?edit=${role}`],
+    [errorDocument('/audit?since=yesterday'), '/pools?edit=demo/sandbox', `/roles?edit=${role}`],
     page.context(),
     schemes,
   );
