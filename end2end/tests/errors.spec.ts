@@ -4,8 +4,9 @@ import { test, expect, makePerson, open, signIn, Person } from './fixtures';
 // Each error is the console's own page, styled, in the person's language and theme, with
 // a link onward: 401 (a form posted after the session ended: sign in), 403 (a page the
 // person's roles do not reach), 404 (no such page), 405 (an address that only takes a
-// form), 400 (a form that cannot be read). JavaScript on and off; in Japanese, in the
-// dark theme the person chose, and at phone width once each.
+// form), 400 (a form that cannot be read, shown on its page after post/redirect/get).
+// JavaScript on and off; in Japanese, in the dark theme the person chose, and at phone
+// width once each.
 
 test.describe.configure({ mode: 'serial' });
 
@@ -66,9 +67,12 @@ test('401, 403, 404, 405 and 400 are the console\'s pages with a link onward', a
   await page.route('**/claims', (route) =>
     route.request().method() === 'POST' ? route.continue({ postData: Buffer.from('namespace=%FF&pool=sandbox') }) : route.continue(),
   );
+  // Post/redirect/get: the refusal is shown once on the dashboard it came from.
   const posted = page.waitForResponse((r) => r.url().endsWith('/claims') && r.request().method() === 'POST');
+  const shown = page.waitForResponse((r) => new URL(r.url()).pathname === '/' && r.request().method() === 'GET');
   await page.locator('[data-pool="sandbox"]').getByRole('button', { name: 'Claim a sandbox' }).click();
-  expect((await posted).status()).toBe(400);
+  expect((await posted).status()).toBe(303);
+  expect((await shown).status()).toBe(400);
   await expect(page.getByRole('alert')).toHaveText('The form could not be read. Reload the page and try again.');
   await styled(page);
   await expect(page.getByRole('banner').getByRole('link', { name: 'Dashboard' })).toBeVisible();

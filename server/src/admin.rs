@@ -162,13 +162,19 @@ async fn users_view(
 
 /// `POST /users`: create a user; the generated password is shown once on their page.
 pub async fn create_user(State(app): State<AppState>, request: Request) -> Response {
-    let (mut state, actor) = context(&request);
-    state.path = paths::USERS.to_owned();
+    let (state, actor) = context(&request);
     let session = request.extensions().get::<Session>().cloned();
     let form = match Form::read(request.into_body()).await {
         Ok(form) => form,
         Err(error) => {
-            return pages::refused(&app, state, session.as_ref(), error, Default::default()).await;
+            return pages::refused(
+                session.as_ref(),
+                state.look(),
+                paths::USERS,
+                error,
+                Default::default(),
+            )
+            .await;
         }
     };
     let choice = password_choice(&form);
@@ -200,7 +206,7 @@ pub async fn create_user(State(app): State<AppState>, request: Request) -> Respo
                     ("email", form.get("email")),
                     ("roles", &roles_of(&form).join(" ")),
                 ]);
-                pages::refused(&app, state, session.as_ref(), error, values).await
+                pages::refused(session.as_ref(), state.look(), paths::USERS, error, values).await
             }
             Err(error) => internal_error(state.look(), &error),
         },
@@ -363,8 +369,8 @@ pub async fn user_action(
                         ("roles", &roles_of(&form).join(" ")),
                     ])
                 };
-                state.path = paths::user(current.name.as_str());
-                pages::refused(&app, state, session.as_ref(), error, values).await
+                let page = paths::user(current.name.as_str());
+                pages::refused(session.as_ref(), state.look(), &page, error, values).await
             }
             Err(error) => internal_error(state.look(), &error),
         },

@@ -15,13 +15,14 @@ use banlieue_identity::SessionGrant;
 use futures::{Stream, StreamExt};
 use services::live::Viewer;
 use services::{CreateClaim, Principal, ServiceError};
+use tower_sessions::Session;
 
 use crate::AppState;
 use crate::form::Form;
 use crate::middleware::{cookie_value, error_page, remembering_cookie};
 use crate::pages;
 use crate::session::AUTH_KEY;
-use crate::use_cases::{PageContext, Who, app_error};
+use crate::use_cases::{PageContext, PageSession, Who, app_error};
 
 /// The cookie remembering the lifetime this browser claimed with last, which the claim
 /// forms start with.
@@ -33,6 +34,7 @@ pub async fn dashboard_page(
     State(app): State<AppState>,
     Who(who): Who,
     PageContext(state): PageContext,
+    PageSession(session): PageSession,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
@@ -50,8 +52,14 @@ pub async fn dashboard_page(
             }
         },
     );
-    let ttl = cookie_value(&headers, CLAIM_TTL_COOKIE).and_then(|secs| secs.parse().ok());
-    render(&app, state, &who, notice, None, ttl).await
+    let refused = pages::take_feedback(session.as_ref(), &state.path).await;
+    // A refused claim's form keeps the lifetime it asked for; else the last one claimed.
+    let ttl = refused
+        .as_ref()
+        .map(|refused| refused.value("ttl_seconds"))
+        .or_else(|| cookie_value(&headers, CLAIM_TTL_COOKIE))
+        .and_then(|secs| secs.parse().ok());
+    render(&app, state, &who, notice, refused.map(|r| r.error), ttl).await
 }
 
 /// Back to the dashboard with a notice (303, RFC 9110 §15.4.4): post/redirect/get.
@@ -62,17 +70,32 @@ fn to_dashboard(key: &str, name: &str) -> Response {
     Redirect::to(&format!("{}?{query}", paths::DASHBOARD)).into_response()
 }
 
+/// Post/redirect/get for a refused claim or release: back to the dashboard, which shows
+/// the refusal once.
+async fn refused(
+    session: Option<&Session>,
+    state: &PageState,
+    error: AppError,
+    ttl_seconds: Option<u32>,
+) -> Response {
+    let typed = ttl_seconds
+        .map(|secs| pages::typed(&[("ttl_seconds", &secs.to_string())]))
+        .unwrap_or_default();
+    pages::refused(session, state.look(), paths::DASHBOARD, error, typed).await
+}
+
 /// `POST /claims` with `namespace`, `pool`, `ttl_seconds`: claims a sandbox for the
 /// person ([`services::Console::create_claim`]).
 pub async fn create_claim(
     State(app): State<AppState>,
     Who(who): Who,
     PageContext(state): PageContext,
+    PageSession(session): PageSession,
     body: Body,
 ) -> Response {
     let form = match Form::read(body).await {
         Ok(form) => form,
-        Err(error) => return render(&app, state, &who, None, Some(error), None).await,
+        Err(error) => return refused(session.as_ref(), &state, error, None).await,
     };
     let ttl_seconds = form.get("ttl_seconds").parse().ok();
     let command = CreateClaim {
@@ -95,7 +118,7 @@ pub async fn create_claim(
         }
         Err(error) => {
             let error = app_error(error, AppError::InvalidClaim);
-            render(&app, state, &who, None, Some(error), ttl_seconds).await
+            refused(session.as_ref(), &state, error, ttl_seconds).await
         }
     }
 }
@@ -106,6 +129,7 @@ pub async fn release_claim(
     Path((namespace, name)): Path<(String, String)>,
     Who(who): Who,
     PageContext(state): PageContext,
+    PageSession(session): PageSession,
 ) -> Response {
     match app.console.release_claim(&who, &namespace, &name).await {
         Ok(()) => to_dashboard("released", &name),
@@ -117,7 +141,7 @@ pub async fn release_claim(
         ) => error_page(state.look(), &app_error(error, AppError::NotFound)),
         Err(error) => {
             let error = app_error(error, AppError::NotFound);
-            render(&app, state, &who, None, Some(error), None).await
+            refused(session.as_ref(), &state, error, None).await
         }
     }
 }

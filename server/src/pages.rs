@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use app::{AppError, FormFeedback, PageState, shell};
+use app::{AppError, FormFeedback, Look, PageState, shell};
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use tower_sessions::Session;
 
 use crate::AppState;
+use crate::middleware::internal_error;
 
 /// Provides the request's [`PageState`] (set by the middleware and handlers) to the app.
 pub fn provide_page_state() {
@@ -90,30 +91,30 @@ struct RefusedForm {
 }
 
 /// Post/redirect/get for a refused form: `error` and the typed `values` (never
-/// passwords) wait in the session for the next `GET` of `state.path`
-/// ([`take_feedback`]), and the answer is `303 See Other` there, so a reload shows the
-/// page again and repeats nothing. Without a session to keep them in, the page is
-/// answered in place ([`with_feedback`]).
+/// passwords) wait in the session for the next `GET` of `page` ([`take_feedback`]), and
+/// the answer is `303 See Other` there, so a reload shows the page again and repeats
+/// nothing. Every page route has a session; without one this is an internal error.
 pub async fn refused(
-    app: &AppState,
-    state: PageState,
     session: Option<&Session>,
+    look: Look,
+    page: &str,
     error: AppError,
     values: BTreeMap<String, String>,
 ) -> Response {
-    let Some(session) = session else {
-        return with_feedback(app, state, error, values).await;
-    };
     let waiting = RefusedForm {
-        path: state.path.clone(),
+        path: page.to_owned(),
         feedback: FormFeedback { error, values },
     };
-    match session.insert(REFUSED_FORM_KEY, &waiting).await {
-        Ok(()) => Redirect::to(&waiting.path).into_response(),
-        Err(_) => {
-            let FormFeedback { error, values } = waiting.feedback;
-            with_feedback(app, state, error, values).await
-        }
+    let kept = match session {
+        Some(session) => session
+            .insert(REFUSED_FORM_KEY, &waiting)
+            .await
+            .map_err(anyhow::Error::from),
+        None => Err(anyhow::anyhow!("no session to keep a refused form in")),
+    };
+    match kept {
+        Ok(()) => Redirect::to(page).into_response(),
+        Err(error) => internal_error(look, &error),
     }
 }
 
@@ -127,9 +128,6 @@ pub async fn take_feedback(session: Option<&Session>, path: &str) -> Option<Form
         .flatten()?;
     (waiting.path == path).then_some(waiting.feedback)
 }
-
-/// A refused form: the error, and what was typed to show again (never passwords).
-pub type Refusal = (AppError, Option<BTreeMap<String, String>>);
 
 /// `[(name, value)]` as the feedback's typed values.
 pub fn typed(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

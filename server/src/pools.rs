@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use app::{AppError, Notice, Page, PageData, PageState, PoolsView, paths};
+use app::{AppError, FormFeedback, Notice, Page, PageData, PageState, PoolsView, paths};
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
@@ -14,8 +14,8 @@ use services::{Decider, Principal, SavePool, ServiceError};
 use crate::AppState;
 use crate::form::Form;
 use crate::middleware::error_page;
-use crate::pages::{self, Refusal};
-use crate::use_cases::{PageContext, Who, app_error};
+use crate::pages;
+use crate::use_cases::{PageContext, PageSession, Who, app_error};
 
 /// `GET /pools`; `?edit=<namespace>/<name>` fills the form with that pool;
 /// `?saved=` / `?deleted=` show their notice.
@@ -23,6 +23,7 @@ pub async fn pools_page(
     State(app): State<AppState>,
     Who(who): Who,
     PageContext(state): PageContext,
+    PageSession(session): PageSession,
     RawQuery(query): RawQuery,
 ) -> Response {
     let query: Vec<(String, String)> =
@@ -38,19 +39,24 @@ pub async fn pools_page(
                 .filter(|n| is_dns_subdomain(n))
                 .map(|name| Notice::PoolDeleted { name })
         });
-    render(&app, state, &who, value("edit").as_deref(), notice, None).await
+    let refused = pages::take_feedback(session.as_ref(), &state.path).await;
+    render(&app, state, &who, value("edit").as_deref(), notice, refused).await
 }
 
-/// `POST /pools`: creates or changes a pool.
+/// `POST /pools`: creates or changes a pool; a refusal goes back to the Pools page
+/// (post/redirect/get) with what was typed.
 pub async fn save_pool(
     State(app): State<AppState>,
     Who(who): Who,
     PageContext(state): PageContext,
+    PageSession(session): PageSession,
     body: Body,
 ) -> Response {
+    let refused =
+        |error, typed| pages::refused(session.as_ref(), state.look(), paths::POOLS, error, typed);
     let form = match Form::read(body).await {
         Ok(form) => form,
-        Err(error) => return render(&app, state, &who, None, None, Some((error, None))).await,
+        Err(error) => return refused(error, Default::default()).await,
     };
     let typed: BTreeMap<String, String> = form.pairs().iter().cloned().collect();
     let field = |name: &str| form.get(name).to_owned();
@@ -68,10 +74,7 @@ pub async fn save_pool(
     match app.console.save_pool(&who, &command).await {
         Ok(name) => Redirect::to(&format!("{}?saved={name}", paths::POOLS)).into_response(),
         Err(ServiceError::NoCluster) => error_page(state.look(), &AppError::NoClusterConfigured),
-        Err(error) => {
-            let refused = (app_error(error, AppError::InvalidPool), Some(typed));
-            render(&app, state, &who, None, None, Some(refused)).await
-        }
+        Err(error) => refused(app_error(error, AppError::InvalidPool), typed).await,
     }
 }
 
@@ -81,6 +84,7 @@ pub async fn delete_pool(
     Path((namespace, name)): Path<(String, String)>,
     Who(who): Who,
     PageContext(state): PageContext,
+    PageSession(session): PageSession,
 ) -> Response {
     match app.console.delete_pool(&who, &namespace, &name).await {
         Ok(()) => Redirect::to(&format!("{}?deleted={name}", paths::POOLS)).into_response(),
@@ -92,8 +96,15 @@ pub async fn delete_pool(
             }),
         ) => error_page(state.look(), &app_error(error, AppError::NotFound)),
         Err(error) => {
-            let refused = (app_error(error, AppError::NotFound), None);
-            render(&app, state, &who, None, None, Some(refused)).await
+            let error = app_error(error, AppError::NotFound);
+            pages::refused(
+                session.as_ref(),
+                state.look(),
+                paths::POOLS,
+                error,
+                Default::default(),
+            )
+            .await
         }
     }
 }
@@ -104,7 +115,7 @@ async fn render(
     who: &Principal,
     editing: Option<&str>,
     notice: Option<Notice>,
-    refused: Option<Refusal>,
+    refused: Option<FormFeedback>,
 ) -> Response {
     state.page = Page::Pools;
     state.path = paths::POOLS.to_owned();
@@ -122,8 +133,8 @@ async fn render(
         }
     }
     match refused {
-        Some((error, typed)) => {
-            pages::with_feedback(app, state, error, typed.unwrap_or_default()).await
+        Some(FormFeedback { error, values }) => {
+            pages::with_feedback(app, state, error, values).await
         }
         None => pages::render(app, state, StatusCode::OK).await,
     }

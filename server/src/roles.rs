@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use app::{AppError, Notice, Page, PageData, PageState, RolesView, paths};
+use app::{AppError, FormFeedback, Notice, Page, PageData, PageState, RolesView, paths};
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
@@ -16,14 +16,15 @@ use services::{
 use crate::AppState;
 use crate::form::Form;
 use crate::middleware::error_page;
-use crate::pages::{self, Refusal};
-use crate::use_cases::{PageContext, Who, app_error};
+use crate::pages;
+use crate::use_cases::{PageContext, PageSession, Who, app_error};
 
 /// `GET /roles` (admins); `?edit=<name>` pre-fills the form with that custom role.
 pub async fn roles_page(
     State(app): State<AppState>,
     Who(who): Who,
     PageContext(state): PageContext,
+    PageSession(session): PageSession,
     RawQuery(query): RawQuery,
 ) -> Response {
     let query: Vec<(String, String)> =
@@ -42,20 +43,28 @@ pub async fn roles_page(
             _ => None,
         }
     });
-    render(&app, state, &who, editing.as_deref(), notice, None).await
+    let refused = pages::take_feedback(session.as_ref(), &state.path).await;
+    render(&app, state, &who, editing.as_deref(), notice, refused).await
 }
 
 /// `POST /roles` with `name` and `grant.<resource>.<verb>` checkboxes: creates the custom
-/// role, or with `version` (the edit form's) changes it.
+/// role, or with `version` (the edit form's) changes it. A refusal goes back to the
+/// Roles page (post/redirect/get) with what was typed and ticked.
 pub async fn save_role(
     State(app): State<AppState>,
     Who(who): Who,
     PageContext(state): PageContext,
+    PageSession(session): PageSession,
     body: Body,
 ) -> Response {
+    let refused = |page: String, error, typed| {
+        let look = state.look();
+        let session = session.clone();
+        async move { pages::refused(session.as_ref(), look, &page, error, typed).await }
+    };
     let form = match Form::read(body).await {
         Ok(form) => form,
-        Err(error) => return render(&app, state, &who, None, None, Some((error, None))).await,
+        Err(error) => return refused(paths::ROLES.to_owned(), error, Default::default()).await,
     };
     // What was typed and ticked, put back into the form when the save is refused.
     let typed: BTreeMap<String, String> = form.pairs().iter().cloned().collect();
@@ -84,24 +93,22 @@ pub async fn save_role(
             ..
         }) if command.version.is_some() => {
             // The form shows the role as it is now, to make the change again.
-            let refused = (AppError::RoleChanged, None);
-            let editing = command.name.trim().to_owned();
-            render(&app, state, &who, Some(&editing), None, Some(refused)).await
+            let editing: String = url::form_urlencoded::Serializer::new(String::new())
+                .append_pair("edit", command.name.trim())
+                .finish();
+            let page = format!("{}?{editing}", paths::ROLES);
+            refused(page, AppError::RoleChanged, Default::default()).await
         }
         Err(ServiceError::Conflict {
             by: Decider::Console,
             ..
-        }) => {
-            let refused = (AppError::RoleExists, Some(typed));
-            render(&app, state, &who, None, None, Some(refused)).await
-        }
+        }) => refused(paths::ROLES.to_owned(), AppError::RoleExists, typed).await,
         Err(error) => {
             let invalid = match &error {
                 ServiceError::Invalid { field, .. } if field == "name" => AppError::InvalidRoleName,
                 _ => AppError::InvalidRole,
             };
-            let refused = (app_error(error, invalid), Some(typed));
-            render(&app, state, &who, None, None, Some(refused)).await
+            refused(paths::ROLES.to_owned(), app_error(error, invalid), typed).await
         }
     }
 }
@@ -113,6 +120,7 @@ pub async fn delete_role(
     Path(name): Path<String>,
     Who(who): Who,
     PageContext(state): PageContext,
+    PageSession(session): PageSession,
 ) -> Response {
     match app.console.delete_role(&who, &name).await {
         Ok(_) => back("deleted", &name),
@@ -127,8 +135,15 @@ pub async fn delete_role(
             }),
         ) => error_page(state.look(), &app_error(error, AppError::NotFound)),
         Err(error) => {
-            let refused = (app_error(error, AppError::NotFound), None);
-            render(&app, state, &who, None, None, Some(refused)).await
+            let error = app_error(error, AppError::NotFound);
+            pages::refused(
+                session.as_ref(),
+                state.look(),
+                paths::ROLES,
+                error,
+                Default::default(),
+            )
+            .await
         }
     }
 }
@@ -143,7 +158,7 @@ async fn render(
     who: &Principal,
     editing: Option<&str>,
     notice: Option<Notice>,
-    refused: Option<Refusal>,
+    refused: Option<FormFeedback>,
 ) -> Response {
     state.page = Page::Roles;
     state.path = paths::ROLES.to_owned();
@@ -165,8 +180,8 @@ async fn render(
         }
     }
     match refused {
-        Some((error, typed)) => {
-            pages::with_feedback(app, state, error, typed.unwrap_or_default()).await
+        Some(FormFeedback { error, values }) => {
+            pages::with_feedback(app, state, error, values).await
         }
         None => pages::render(app, state, StatusCode::OK).await,
     }

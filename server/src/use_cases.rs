@@ -65,6 +65,20 @@ impl<S: Send + Sync> FromRequestParts<S> for Who {
     }
 }
 
+/// The request's session, when the session layer gave it one (every page route has one):
+/// where a refused form's feedback waits for its page ([`crate::pages::refused`]).
+pub struct PageSession(pub Option<tower_sessions::Session>);
+
+impl<S: Send + Sync> FromRequestParts<S> for PageSession {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self(
+            parts.extensions.get::<tower_sessions::Session>().cloned(),
+        ))
+    }
+}
+
 /// The page state the middleware prepared for this request (language, who is signed
 /// in, the page the path names).
 pub struct PageContext(pub PageState);

@@ -127,6 +127,7 @@ async fn a_developer_claims_a_sandbox_sees_it_bound_and_releases_it() {
             Some(&dave),
         ))
         .await;
+    let refused = app.refused_page(refused, "/", &dave).await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
     assert!(
         refused.alert().unwrap().contains("may release"),
@@ -487,6 +488,7 @@ async fn a_viewer_sees_pools_but_kubernetes_refuses_a_forged_claim() {
             Some(&cookie),
         ))
         .await;
+    let forged = app.refused_page(forged, "/", &cookie).await;
     assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
     let alert = forged.alert().unwrap();
     assert!(alert.contains("Kubernetes refused"), "{alert}");
@@ -520,6 +522,7 @@ async fn a_claim_form_with_a_lifetime_not_offered_is_refused() {
             Some(&cookie),
         ))
         .await;
+    let refused = app.refused_page(refused, "/", &cookie).await;
     assert_eq!(refused.status, StatusCode::BAD_REQUEST);
     let nowhere = app
         .send(post_form(
@@ -528,11 +531,19 @@ async fn a_claim_form_with_a_lifetime_not_offered_is_refused() {
             Some(&cookie),
         ))
         .await;
+    let nowhere = app.refused_page(nowhere, "/", &cookie).await;
     assert_eq!(nowhere.status, StatusCode::BAD_REQUEST, "no such pool");
+    // The form keeps the lifetime it asked for.
+    assert!(
+        nowhere.body.contains("value=\"900\" selected"),
+        "{}",
+        nowhere.body
+    );
     for pool in ["?watch=true", "sandbox/status", "..", ""] {
         let odd = app
             .send(post_form("/claims", claim_form(pool, "900"), Some(&cookie)))
             .await;
+        let odd = app.refused_page(odd, "/", &cookie).await;
         assert_eq!(odd.status, StatusCode::BAD_REQUEST, "{pool:?}");
     }
     let audited = app.store().recent_audit(20).await.unwrap();
@@ -673,6 +684,7 @@ async fn an_admin_creates_a_custom_role_that_changes_a_users_rights() {
             Some(&admin),
         ))
         .await;
+    let replaced = app.refused_page(replaced, "/roles", &admin).await;
     assert_eq!(replaced.status, StatusCode::CONFLICT, "{}", replaced.body);
     assert!(
         replaced
@@ -727,6 +739,7 @@ async fn an_admin_creates_a_custom_role_that_changes_a_users_rights() {
             Some(&admin),
         ))
         .await;
+    let stale = app.refused_page(stale, "/roles?edit=claimer", &admin).await;
     assert_eq!(stale.status, StatusCode::CONFLICT, "{}", stale.body);
     assert!(
         stale
@@ -771,6 +784,7 @@ async fn an_admin_creates_a_custom_role_that_changes_a_users_rights() {
             Some(&admin),
         ))
         .await;
+    let taken = app.refused_page(taken, "/roles", &admin).await;
     assert_eq!(taken.status, StatusCode::BAD_REQUEST);
     dev.shutdown().await;
 }
@@ -814,6 +828,7 @@ async fn operators_manage_pools_and_developers_are_refused_by_kubernetes() {
     let bad = app
         .send(post_form("/pools", pool("small", "0"), Some(&oscar)))
         .await;
+    let bad = app.refused_page(bad, "/pools", &oscar).await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     assert!(
         bad.body.contains("value=\"small\""),
@@ -837,6 +852,7 @@ async fn operators_manage_pools_and_developers_are_refused_by_kubernetes() {
         };
         let typed = pool("small", "2").replace(&form(&[(field, stored)]), &form(&[(field, value)]));
         let refused = app.send(post_form("/pools", typed, Some(&oscar))).await;
+        let refused = app.refused_page(refused, "/pools", &oscar).await;
         assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{field} {value}");
         assert!(refused.alert().unwrap().contains("memory"), "{field}");
     }
@@ -868,6 +884,7 @@ async fn operators_manage_pools_and_developers_are_refused_by_kubernetes() {
     let refused = app
         .send(post_form("/pools", pool("mine", "2"), Some(&dave)))
         .await;
+    let refused = app.refused_page(refused, "/pools", &dave).await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
     assert!(refused.alert().unwrap().contains("console:dave"));
     let audited = app.store().recent_audit(50).await.unwrap();
@@ -1032,6 +1049,7 @@ async fn a_refused_role_form_keeps_what_was_typed_and_ticked() {
         let refused = app
             .send(post_form("/roles", form(&fields), Some(&admin)))
             .await;
+        let refused = app.refused_page(refused, "/roles", &admin).await;
         assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{name}");
         assert_eq!(refused.alert().as_deref(), Some(alert), "{name}");
         assert!(
