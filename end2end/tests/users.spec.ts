@@ -143,6 +143,31 @@ test("disabling ends a user's sessions, enabling lets them back in, and 'End all
   await theirs.context().close();
 });
 
+test('two admins change one user: the later save is refused and shows the earlier one', async ({ page, browser, initialPassword }, info) => {
+  test.setTimeout(60_000);
+  const js = info.project.use.javaScriptEnabled !== false;
+  await makePerson(browser, info.project.use.baseURL!, initialPassword, 'cora-conflict', ['viewer'], { firstSignIn: false });
+  await adminPage(page, js, initialPassword);
+  const other = await person(browser, info.project.use.baseURL, info.project.use.javaScriptEnabled);
+  await signInAsAdmin(other, initialPassword);
+  // Both open the form; one saves first.
+  await open(page, '/users/cora-conflict', js);
+  await open(other, '/users/cora-conflict', js);
+  await other.getByLabel('Display name').fill('Cora First');
+  await other.getByRole('button', { name: 'Save changes' }).click();
+  await expect(other.getByRole('status')).toHaveText('Changes saved.');
+  const shown = page.waitForResponse((r) => r.url().endsWith('/users/cora-conflict') && r.request().method() === 'GET');
+  await page.getByLabel('Display name').fill('Cora Second');
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  expect((await shown).status()).toBe(409);
+  await expect(page.getByRole('alert')).toHaveText(
+    'Someone else changed this user meanwhile. The page now shows their version; make your change again.',
+  );
+  await expect(page.getByLabel('Display name')).toHaveValue('Cora First');
+  await expect(page).toHaveURL(/\/users\/cora-conflict$/);
+  await other.context().close();
+});
+
 test('the user list pages through a search, and a page past the end is the last', async ({ page, initialPassword }, info) => {
   test.setTimeout(120_000);
   const js = info.project.use.javaScriptEnabled !== false;
