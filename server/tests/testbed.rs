@@ -298,6 +298,7 @@ async fn a_viewers_forged_claim_is_refused_with_the_api_servers_reason() {
         "a viewer sees the pool"
     );
     let forged = console.claim(&cookie).await;
+    let forged = app.refused_page(forged, "/", &cookie).await;
     assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
     let alert = forged.alert().unwrap();
     assert!(alert.contains("Kubernetes refused"), "{alert}");
