@@ -224,16 +224,13 @@ pub async fn user_page(
         .find(|(key, _)| key == "done")
         .and_then(|(_, token)| DONE.into_iter().find(|(t, _)| *t == token))
         .map(|(_, notice)| notice);
-    let shown = match request.extensions().get::<Session>() {
-        Some(session) => session
-            .remove::<ShownPassword>(SHOWN_PASSWORD_KEY)
-            .await
-            .ok()
-            .flatten()
-            .filter(|shown| shown.user == name)
-            .map(|shown| shown.password),
-        None => None,
-    };
+    let shown = pages::take_once::<ShownPassword>(
+        request.extensions().get::<Session>(),
+        SHOWN_PASSWORD_KEY,
+    )
+    .await
+    .filter(|shown| shown.user == name)
+    .map(|shown| shown.password);
     let refused =
         pages::take_feedback(request.extensions().get::<Session>(), &paths::user(&name)).await;
     match app.accounts.user(&actor, &name).await {

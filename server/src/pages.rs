@@ -9,6 +9,7 @@ use axum::body::Body;
 use axum::http::{HeaderValue, Request, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use leptos::prelude::*;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tower_sessions::Session;
 
@@ -121,12 +122,18 @@ pub async fn refused(
 /// The feedback a refused form left for `path` ([`refused`]), taken from the session:
 /// shown once. Feedback left for another page is dropped.
 pub async fn take_feedback(session: Option<&Session>, path: &str) -> Option<FormFeedback> {
-    let waiting = session?
-        .remove::<RefusedForm>(REFUSED_FORM_KEY)
-        .await
-        .ok()
-        .flatten()?;
+    let waiting: RefusedForm = take_once(session, REFUSED_FORM_KEY).await?;
     (waiting.path == path).then_some(waiting.feedback)
+}
+
+/// The value under `key` in the session, removed from it (shown once). Read before it
+/// is removed: removing marks the session changed, which writes it back to the store,
+/// and most page loads have nothing waiting.
+pub async fn take_once<T: DeserializeOwned>(session: Option<&Session>, key: &str) -> Option<T> {
+    let session = session?;
+    let value = session.get::<T>(key).await.ok().flatten()?;
+    session.remove_value(key).await.ok()?;
+    Some(value)
 }
 
 /// `[(name, value)]` as the feedback's typed values.
