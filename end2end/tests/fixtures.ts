@@ -39,9 +39,14 @@ export { expect };
 /** Waits for hydration when JavaScript is on, so clicks hit live handlers. */
 export async function open(page: Page, path: string, javaScript: boolean): Promise<void> {
   if (javaScript) {
-    const wasm = page.waitForResponse((r) => r.url().endsWith('.wasm') && r.ok());
     await page.goto(path);
-    await wasm;
+    // The page's wasm, fetched or taken from the browser's cache: resource timing lists
+    // both (a response event can be missed for a cached file, and then waits forever).
+    await page.waitForFunction(
+      () => performance.getEntriesByType('resource').some((entry) => entry.name.endsWith('.wasm')),
+      undefined,
+      { timeout: 20_000 },
+    );
     await page.waitForLoadState('networkidle');
   } else {
     await page.goto(path);
