@@ -328,7 +328,10 @@ pub async fn user_action(
             .await
             .map(|()| (Notice::SessionsRevoked, None)),
         UserAction::Delete => {
-            if form.get("confirm").trim() != name {
+            // Rights first: a forged deletion is audited whatever it typed.
+            if let Err(error) = accounts.admit(&actor, "user.delete", &name).await {
+                Err(error)
+            } else if form.get("confirm").trim() != name {
                 Err(AdminError::ConfirmationMismatch)
             } else {
                 match accounts.delete_user(&actor, &name, version).await {
@@ -356,8 +359,10 @@ pub async fn user_action(
         }
         Err(error) => match app_error(error) {
             Ok(error) => {
-                // After a conflict the page shows the stored values, not the typed ones.
-                let values = if error == AppError::Conflict {
+                // Only the profile form types values; after a conflict the page shows
+                // the stored ones.
+                let values = if !matches!(action, UserAction::Update) || error == AppError::Conflict
+                {
                     Default::default()
                 } else {
                     pages::typed(&[

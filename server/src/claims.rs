@@ -56,7 +56,7 @@ pub async fn dashboard_page(
     // A refused claim's form keeps the lifetime it asked for; else the last one claimed.
     let ttl = refused
         .as_ref()
-        .map(|refused| refused.value("ttl_seconds"))
+        .and_then(|refused| refused.values.get("ttl_seconds").cloned())
         .or_else(|| cookie_value(&headers, CLAIM_TTL_COOKIE))
         .and_then(|secs| secs.parse().ok());
     render(&app, state, &who, notice, refused.map(|r| r.error), ttl).await

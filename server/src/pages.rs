@@ -89,7 +89,13 @@ const REFUSED_FORM_KEY: &str = "refused-form";
 struct RefusedForm {
     path: String,
     feedback: FormFeedback,
+    /// When it was refused (Unix seconds): feedback whose redirect was not followed at
+    /// once is not shown later.
+    at: i64,
 }
+
+/// How long a refused form's feedback waits for its page, in seconds.
+const REFUSED_FORM_WAITS: i64 = 60;
 
 /// Post/redirect/get for a refused form: `error` and the typed `values` (never
 /// passwords) wait in the session for the next `GET` of `page` ([`take_feedback`]), and
@@ -105,6 +111,7 @@ pub async fn refused(
     let waiting = RefusedForm {
         path: page.to_owned(),
         feedback: FormFeedback { error, values },
+        at: time::OffsetDateTime::now_utc().unix_timestamp(),
     };
     let kept = match session {
         Some(session) => session
@@ -120,10 +127,21 @@ pub async fn refused(
 }
 
 /// The feedback a refused form left for `path` ([`refused`]), taken from the session:
-/// shown once. Feedback left for another page is dropped.
+/// shown once. Feedback left for another page stays for that page (another tab may be on
+/// its way there); feedback older than [`REFUSED_FORM_WAITS`] is dropped.
 pub async fn take_feedback(session: Option<&Session>, path: &str) -> Option<FormFeedback> {
-    let waiting: RefusedForm = take_once(session, REFUSED_FORM_KEY).await?;
-    (waiting.path == path).then_some(waiting.feedback)
+    let session = session?;
+    let waiting = session
+        .get::<RefusedForm>(REFUSED_FORM_KEY)
+        .await
+        .ok()
+        .flatten()?;
+    let fresh = time::OffsetDateTime::now_utc().unix_timestamp() - waiting.at <= REFUSED_FORM_WAITS;
+    if waiting.path != path && fresh {
+        return None;
+    }
+    session.remove_value(REFUSED_FORM_KEY).await.ok()?;
+    fresh.then_some(waiting.feedback)
 }
 
 /// The value under `key` in the session, removed from it (shown once). Read before it

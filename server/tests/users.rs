@@ -144,11 +144,42 @@ async fn only_admins_reach_user_administration() {
         ))
         .await;
     assert_eq!(disable.status, StatusCode::FORBIDDEN);
+    // A forged deletion is refused for its rights before its confirmation is read.
+    let delete = app
+        .send(post_form(
+            "/users/root/delete",
+            form(&[("version", "1"), ("confirm", "not root")]),
+            Some(&dev),
+        ))
+        .await;
+    assert_eq!(delete.status, StatusCode::FORBIDDEN);
+    // A name as long as a form allows is logged cut to a name's length.
+    let long = "x".repeat(5_000);
+    app.send(post_form(
+        "/users",
+        form(&[("name", &long), ("password_mode", "generate")]),
+        Some(&dev),
+    ))
+    .await;
+    let events = app.store().recent_audit(20).await.unwrap();
+    let create = events
+        .iter()
+        .find(|e| e.actor == "dev" && e.action == "user.create" && e.target.starts_with("xx"))
+        .expect("the long forged create is audited");
+    assert!(
+        create.target.chars().count() <= 64,
+        "{}",
+        create.target.len()
+    );
     // Each forged action is in the audit log with its refusal, found by a part of it.
     let refused = app
         .send(get("/audit?actor=dev&result=FORBID", Some(&admin)))
         .await;
-    for (action, target) in [("user.create", "eve"), ("user.disable", "root")] {
+    for (action, target) in [
+        ("user.create", "eve"),
+        ("user.disable", "root"),
+        ("user.delete", "root"),
+    ] {
         assert!(
             refused.body.contains(&format!(">{action}<"))
                 && refused.body.contains(&format!(">{target}<")),
@@ -349,7 +380,7 @@ async fn concurrent_edits_conflict_instead_of_overwriting() {
 #[tokio::test]
 async fn deletion_needs_the_name_typed() {
     let (app, admin) = with_admin().await;
-    app.create_user("bob", PASSWORD, &[], false).await;
+    app.create_user("bob", PASSWORD, &["viewer"], false).await;
     let version = version_of(&app.send(get("/users/bob", Some(&admin))).await.body);
     let wrong = app
         .send(post_form(
@@ -361,6 +392,14 @@ async fn deletion_needs_the_name_typed() {
     let wrong = app.refused_page(wrong, "/users/bob", &admin).await;
     assert_eq!(wrong.status, StatusCode::BAD_REQUEST);
     assert!(wrong.alert().is_some());
+    // The profile form beside it shows bob as stored, not the fields the delete form
+    // never sent.
+    assert_eq!(
+        role_box(&wrong.body, "viewer"),
+        Some(true),
+        "{}",
+        wrong.body
+    );
     let deleted = app
         .send(post_form(
             "/users/bob/delete",

@@ -708,7 +708,7 @@ const THROTTLED: &str = "throttled";
 
 /// A typed name as it may appear in the audit log: at most 64 characters, no control
 /// characters (log injection).
-fn audit_safe(raw: &str) -> String {
+pub(crate) fn audit_safe(raw: &str) -> String {
     raw.chars()
         .filter(|c| !c.is_control())
         .take(UserName::MAX_LEN + 1)

@@ -9,6 +9,7 @@ use banlieue_store::{
 };
 use time::OffsetDateTime;
 
+use crate::accounts::audit_safe;
 use crate::{Accounts, IdentityError, generate_password};
 
 /// Who performs an administrative action.
@@ -433,12 +434,15 @@ impl Accounts {
         Ok(result?)
     }
 
-    /// [`require_admin`], with a refused `action` on `target` recorded in the audit log
-    /// (a forged request from someone who is not an admin).
-    async fn admit(&self, actor: &Actor, action: &str, target: &str) -> Result<(), AdminError> {
+    /// Refuses anyone but an admin with [`AdminError::Forbidden`], recording the refused
+    /// `action` on `target` in the audit log (a forged request from someone who is not an
+    /// admin; `target` as typed, cut to a name's length and without control characters).
+    /// Every user action calls it first; a caller that checks something of its own
+    /// before the action (a typed confirmation) calls it before that.
+    pub async fn admit(&self, actor: &Actor, action: &str, target: &str) -> Result<(), AdminError> {
         let admitted = require_admin(actor);
         if admitted.is_err() {
-            self.audit_detail(actor, action, target, "forbidden", "")
+            self.audit_detail(actor, action, &audit_safe(target), "forbidden", "")
                 .await;
         }
         admitted
