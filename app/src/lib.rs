@@ -11,6 +11,7 @@ pub mod security;
 mod state;
 pub mod theme;
 
+use codee::binary::PostcardCodec;
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Title, provide_meta_context};
 
@@ -115,7 +116,12 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    let state = SharedValue::new(|| use_context::<PageState>().unwrap_or_default()).into_inner();
+    // Postcard, not the default JSON: the browser decodes every page's state, and postcard's
+    // positional decoders are a fraction of the wasm that JSON's field-matching ones take.
+    let state = SharedValue::<PageState, PostcardCodec>::new_with_encoding(|| {
+        use_context::<PageState>().unwrap_or_default()
+    })
+    .into_inner();
     let locale = state.locale;
     let page = state.page;
     provide_context(state);
