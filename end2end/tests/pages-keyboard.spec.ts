@@ -63,7 +63,19 @@ test('sign in, claim, release and sign out with the keyboard alone', async ({ br
   await keyboard.keyboard.type(who.password);
   const live = js ? keyboard.waitForResponse((r) => r.url().endsWith('/events/dashboard')) : null;
   await keyboard.keyboard.press('Enter');
-  await expect(keyboard.getByTestId('welcome')).toBeVisible();
+  // Spec files beside this one fail sign-ins from the same address on purpose; a run of
+  // them holds the address back for a second or two. Then the password again, by keyboard.
+  const welcome = keyboard.getByTestId('welcome');
+  const heldBack = keyboard.getByRole('alert').filter({ hasText: 'Too many failed attempts' });
+  for (let attempt = 0; attempt < 5; attempt++) {
+    await expect(welcome.or(heldBack)).toBeVisible();
+    if (await welcome.isVisible()) break;
+    await keyboard.waitForTimeout(2_000);
+    await tabTo(keyboard, keyboard.getByLabel('Password', { exact: true }));
+    await keyboard.keyboard.type(who.password);
+    await keyboard.keyboard.press('Enter');
+  }
+  await expect(welcome).toBeVisible();
   await live;
 
   // The first Tab shows the skip link; it takes the keyboard past the header.
