@@ -46,7 +46,7 @@ async fn measure() -> (Vec<Duration>, Vec<Duration>) {
     // Made in the store, not through the Users page: the console may impersonate only
     // the users its list names, so she is put on it before acting as her.
     dev.access
-        .update_impersonable_users(["alice"])
+        .update_impersonable_users(cluster::impersonable::users_for(["alice"]))
         .await
         .unwrap();
     let client = dev.access.client_for(&alice).unwrap();

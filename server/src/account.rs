@@ -39,7 +39,10 @@ async fn account_view(
     who: &Principal,
     notice: Option<Notice>,
 ) -> Response {
-    let IdentitySource::Local(user) = who.source();
+    // Browser sessions are console accounts' alone: a tenant's person has no sessions here.
+    let IdentitySource::Local(user) = who.source() else {
+        return crate::middleware::error_page(state.look(), &app::AppError::Forbidden);
+    };
     let loaded = async {
         let current = session
             .get::<SessionGrant>(AUTH_KEY)
@@ -88,7 +91,9 @@ pub async fn revoke_session(
     Who(who): Who,
     PageContext(state): PageContext,
 ) -> Response {
-    let IdentitySource::Local(user) = who.source();
+    let IdentitySource::Local(user) = who.source() else {
+        return crate::middleware::error_page(state.look(), &app::AppError::Forbidden);
+    };
     match app
         .accounts
         .end_own_session(user, &handle, who.address())

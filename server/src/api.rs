@@ -212,7 +212,11 @@ enum Caller {
 ///
 /// Errors: the problem response to send (401 without or with an invalid token, 403 for a
 /// person who may not act, 503 when the console cannot decide).
-async fn caller(app: &AppState, headers: &HeaderMap) -> Result<Caller, Response> {
+async fn caller(
+    app: &AppState,
+    headers: &HeaderMap,
+    extensions: &Extensions,
+) -> Result<Caller, Response> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -245,16 +249,58 @@ async fn caller(app: &AppState, headers: &HeaderMap) -> Result<Caller, Response>
     };
     match verifier.verify(token, std::time::Instant::now()).await {
         Ok(identity) => Ok(Caller::Tenant(identity)),
-        Err(error) => {
-            tracing::info!(%error, "a tenant bearer token was refused");
-            Err(match error.status() {
-                401 => unauthorized(Some(&error.to_string())),
-                403 => problem(StatusCode::FORBIDDEN, error.to_string()),
-                _ => problem(StatusCode::SERVICE_UNAVAILABLE, error.to_string()),
-            })
-        }
+        Err(refusal) => Err(refused_tenant_token(app, &refusal, extensions).await),
     }
 }
+
+/// The answer to a refused tenant token: one fixed message per status, so a caller
+/// learns nothing about the tenants or their providers from it; the reason goes to the
+/// log and the audit log (`tenant.token`, the tenant it was held to as the target, the
+/// refusal's code as the result), and the count to `/metrics`.
+async fn refused_tenant_token(
+    app: &AppState,
+    refusal: &tenants::Refusal,
+    extensions: &Extensions,
+) -> Response {
+    let error = &refusal.error;
+    let tenant = refusal
+        .tenant
+        .as_deref()
+        .unwrap_or(tenants::metrics::NO_TENANT);
+    tracing::info!(%error, tenant, "a tenant bearer token was refused");
+    // The reason may quote the token (its issuer, a claim): no control characters, and
+    // no more than a line of it.
+    let reason: String = error
+        .to_string()
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(REFUSAL_REASON_CHARS)
+        .collect();
+    app.accounts
+        .audit_event(
+            "-",
+            "tenant.token",
+            tenant,
+            crate::middleware::client_ip(extensions),
+            error.code(),
+            &reason,
+        )
+        .await;
+    match error.status() {
+        401 => unauthorized(Some(TENANT_TOKEN_INVALID)),
+        403 => problem(StatusCode::FORBIDDEN, TENANT_SUSPENDED),
+        _ => problem(StatusCode::SERVICE_UNAVAILABLE, TENANT_TOKENS_UNAVAILABLE),
+    }
+}
+
+/// The detail of every 401 for a tenant token.
+const TENANT_TOKEN_INVALID: &str = "the bearer token is not a valid ID token of a tenant";
+/// The detail of every 403 for a tenant token.
+const TENANT_SUSPENDED: &str = "the token's tenant is suspended";
+/// The detail of every 503 for a tenant token.
+const TENANT_TOKENS_UNAVAILABLE: &str = "tenant tokens cannot be verified now; try again later";
+/// How much of a refusal's reason the audit log keeps.
+const REFUSAL_REASON_CHARS: usize = 256;
 
 /// `GET /api/v1/whoami`'s answer.
 #[derive(Debug, Serialize, ToSchema)]
@@ -290,8 +336,12 @@ struct WhoAmI {
         (status = 503, response = Problem),
     )
 )]
-async fn whoami(State(app): State<AppState>, headers: HeaderMap) -> Response {
-    let answer = match caller(&app, &headers).await {
+async fn whoami(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    extensions: Extensions,
+) -> Response {
+    let answer = match caller(&app, &headers, &extensions).await {
         Err(response) => return response,
         Ok(Caller::Console(user)) => {
             let roles: Vec<String> = user.roles.iter().map(|r| r.as_str().to_owned()).collect();
@@ -376,27 +426,20 @@ fn service_problem(error: ServiceError) -> Response {
     }
 }
 
-/// The principal the use cases act for: the bearer token's console user, from the
-/// request's client address.
+/// The principal the use cases act for: the bearer token's console user or tenant
+/// person, from the request's client address.
 ///
-/// Errors: as [`caller`]; 403 for a tenant's person, who cannot act in the cluster
-/// through the console yet.
+/// Errors: as [`caller`].
 async fn principal(
     app: &AppState,
     headers: &HeaderMap,
     extensions: &Extensions,
 ) -> Result<Principal, Response> {
-    match caller(app, headers).await? {
-        Caller::Console(user) => Ok(Principal::local(
-            user,
-            Authenticator::BearerToken,
-            crate::middleware::client_ip(extensions),
-        )),
-        Caller::Tenant(_) => Err(problem(
-            StatusCode::FORBIDDEN,
-            "a tenant's people cannot act in the cluster through this console yet; only /api/v1/whoami answers them",
-        )),
-    }
+    let address = crate::middleware::client_ip(extensions);
+    Ok(match caller(app, headers, extensions).await? {
+        Caller::Console(user) => Principal::local(user, Authenticator::BearerToken, address),
+        Caller::Tenant(person) => Principal::tenant(person, Authenticator::BearerToken, address),
+    })
 }
 
 /// The bearer token's principal ([`principal`]); a request without one is answered

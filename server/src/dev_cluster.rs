@@ -35,6 +35,25 @@ pub struct DevCluster {
 }
 
 impl DevCluster {
+    /// Lets the claim-subject policy take the claims of the tenants' people too, as the
+    /// chart's settings for tenants do: the console's issuer `issuer_url` and each of
+    /// `tenant_issuers`, whose people are `oidc:` + `<tenant>:<sub>` there.
+    ///
+    /// Errors: the emulator refuses the policies.
+    pub async fn admit_tenants<'a>(
+        &self,
+        issuer_url: &str,
+        tenant_issuers: impl IntoIterator<Item = &'a str>,
+    ) -> anyhow::Result<()> {
+        let admin = client_for(&self.emulator.kubeconfig_yaml()).await?;
+        chart::install(
+            &admin,
+            &chart::ClaimSubjectPolicy::with_tenants(issuer_url, tenant_issuers),
+        )
+        .await
+        .context("cannot admit the tenants' claims in the dev cluster")
+    }
+
     /// Starts the emulator on `listen` with its state under `dir` (kept across restarts),
     /// trusting `issuer_url`'s ID tokens, and applies the chart and the demo pool.
     pub async fn start(
@@ -154,7 +173,7 @@ async fn client_for(yaml: &str) -> anyhow::Result<kube::Client> {
 }
 
 /// Installs the chart as `helm install -n banlieue-system` would, with this console's
-/// issuer as the only allowed claim issuer.
+/// issuer as the only allowed claim issuer (until [`DevCluster::admit_tenants`]).
 async fn apply_chart(admin: &kube::Client, issuer_url: &str) -> anyhow::Result<()> {
     chart::install(admin, &chart::ClaimSubjectPolicy::only_issuer(issuer_url))
         .await

@@ -281,6 +281,14 @@ pub async fn serve_on(
     }
     let (kube, dev_cluster) = open_cluster(&mut config).await?;
     let tenants = open_tenants(&config, kube.as_deref()).await?;
+    if let (Some(dev), Some(tenants)) = (&dev_cluster, &tenants) {
+        let snapshot = tenants.registry().snapshot();
+        dev.admit_tenants(
+            &config.external_url,
+            snapshot.tenants.values().map(|t| t.issuer.as_str()),
+        )
+        .await?;
+    }
     if let Some(access) = &kube {
         // Only groups the cluster lets the console impersonate are sent; users it lacks are added.
         tokio::spawn(access.clone().follow_impersonable());
@@ -299,6 +307,7 @@ pub async fn serve_on(
     let metrics = Arc::new(metrics_registry(
         &accounts,
         controllers.is_some().then_some(&*cluster_metrics),
+        tenants.as_deref(),
     ));
     let leptos = leptos_options(&config);
     if let Some(problem) = site_problem(&leptos) {
@@ -386,6 +395,14 @@ impl DevCluster {
     async fn shutdown(self) {
         match self {}
     }
+
+    async fn admit_tenants<'a>(
+        &self,
+        _issuer_url: &str,
+        _tenant_issuers: impl IntoIterator<Item = &'a str>,
+    ) -> anyhow::Result<()> {
+        match *self {}
+    }
 }
 
 /// What `serve_on` accepts connections from.
@@ -429,13 +446,22 @@ where
 }
 
 /// What `serve`'s `/metrics` serves: the identity metrics of `accounts` (sign-ins, tokens,
-/// refresh reuse) and, when the controllers run in this process, theirs. Without them (no
-/// cluster, `--run-controllers=false`) the controller metrics are absent rather than zero.
-pub fn metrics_registry(accounts: &Accounts, controllers: Option<&cluster::Metrics>) -> Registry {
+/// refresh reuse), when the controllers run in this process theirs, and with tenants the
+/// verifier's (verifications by tenant and result, key fetches by endpoint and result).
+/// Without them (no cluster, `--run-controllers=false`, no tenants) those metrics are
+/// absent rather than zero.
+pub fn metrics_registry(
+    accounts: &Accounts,
+    controllers: Option<&cluster::Metrics>,
+    tenants: Option<&tenants::TenantVerifier>,
+) -> Registry {
     let mut registry = Registry::default();
     accounts.metrics().register(&mut registry);
     if let Some(controllers) = controllers {
         controllers.register(&mut registry);
+    }
+    if let Some(tenants) = tenants {
+        tenants.metrics().register(&mut registry);
     }
     registry
 }

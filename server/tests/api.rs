@@ -67,12 +67,17 @@ impl Provider {
 }
 
 fn tenant(id: &str, issuer: &str, enabled: bool) -> String {
+    tenant_in(id, issuer, enabled, &format!("{id}-sandboxes"))
+}
+
+/// Tenant `id` whose people may claim in `namespace`.
+fn tenant_in(id: &str, issuer: &str, enabled: bool, namespace: &str) -> String {
     format!(
         "apiVersion: console.banlieue.io/v1alpha1\nkind: ConsoleTenant\nmetadata:\n  name: {id}\n\
          spec:\n  tenantId: {id}\n  enabled: {enabled}\n  oidc:\n    issuer: {issuer}\n\
          \x20   jwksURL: {issuer}/jwks\n    audience: banlieue-console\n    tenantClaim: tenant\n\
          \x20   usernameClaim: preferred_username\n    rolesClaim: roles\n\
-         \x20 defaultRole: viewer\n  allowedRoles: [viewer, developer]\n  namespaces: [{id}-sandboxes]\n"
+         \x20 defaultRole: viewer\n  allowedRoles: [viewer, developer]\n  namespaces: [{namespace}]\n"
     )
 }
 
@@ -133,14 +138,175 @@ async fn tenant_people_are_who_their_token_says_and_a_suspended_tenant_gets_403(
     let (status, body, content_type) = whoami(&app, &provider.token("gina", "globex", &[])).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert_eq!(content_type.as_deref(), Some("application/problem+json"));
-    assert!(
-        body["detail"]
-            .as_str()
-            .unwrap()
-            .contains("globex is suspended"),
-        "{body}"
-    );
+    // One fixed message per status: the reason is the log's, the audit log's and the
+    // metrics'.
+    assert_eq!(body["detail"], "the token's tenant is suspended", "{body}");
     // The provider of acme and globex naming a tenant it does not serve.
     let (status, body, _) = whoami(&app, &provider.token("mallory", "initech", &[])).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(
+        body["detail"], "the bearer token is not a valid ID token of a tenant",
+        "{body}"
+    );
+
+    let audit = app.store().recent_audit(10).await.unwrap();
+    let refused: Vec<(&str, &str, &str)> = audit
+        .iter()
+        .filter(|e| e.action == "tenant.token")
+        .map(|e| (e.target.as_str(), e.result.as_str(), e.detail.as_str()))
+        .collect();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert_eq!(refused[0].0, "-");
+    assert_eq!(refused[0].1, "no-tenant");
+    assert!(refused[0].2.contains("tenant is not acme"), "{refused:?}");
+    assert_eq!(
+        refused[1],
+        ("globex", "suspended", "tenant globex is suspended")
+    );
+
+    let metrics = app.metrics().await;
+    for line in [
+        r#"banlieue_tenant_token_verifications_total{tenant="acme",result="success"} 1"#,
+        r#"banlieue_tenant_token_verifications_total{tenant="globex",result="suspended"} 1"#,
+        r#"banlieue_tenant_token_verifications_total{tenant="-",result="no-tenant"} 1"#,
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");
+    }
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("banlieue_tenant_jwks_fetches_total{")
+                && l.contains(r#"result="success""#)),
+        "{metrics}"
+    );
+}
+
+/// `method path` with `token` as the bearer and `body` as JSON.
+async fn call(
+    app: &TestApp,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> support::TestResponse {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(header::AUTHORIZATION, format!("Bearer {token}"));
+    let request = match body {
+        Some(body) => request
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string())),
+        None => request.body(Body::empty()),
+    };
+    app.send(request.unwrap()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenant_people_claim_through_the_api_as_themselves_in_their_tenants_namespaces() {
+    let provider = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tenants.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "{}---\n{}",
+            tenant_in("acme", &provider.issuer, true, "demo"),
+            tenant("globex", &provider.issuer, true)
+        ),
+    )
+    .unwrap();
+    let app = TestApp::with_args(&[
+        "--tenants-source",
+        "file",
+        "--tenants-file",
+        file.to_str().unwrap(),
+    ])
+    .await;
+    let dev = server::dev_cluster::DevCluster::start(
+        "127.0.0.1:0".parse().unwrap(),
+        &dir.path().join("cluster"),
+        "http://127.0.0.1:3000",
+    )
+    .await
+    .unwrap();
+    dev.admit_tenants("http://127.0.0.1:3000", [provider.issuer.as_str()])
+        .await
+        .unwrap();
+    let app = app
+        .with_cluster(
+            dev.access.clone(),
+            cluster::ControllerConfig::new("banlieue-system", "test"),
+        )
+        .await;
+    let claim_in_demo = json!({"namespace": "demo", "pool": "sandbox", "ttlSeconds": 900});
+
+    // alice of acme, a developer, claims in acme's namespace as herself.
+    let alice = provider.token("alice", "acme", &["developer"]);
+    let pools = call(&app, "GET", "/api/v1/pools", &alice, None).await;
+    assert_eq!(pools.status, StatusCode::OK, "{}", pools.body);
+    let pools: Value = serde_json::from_str(&pools.body).unwrap();
+    assert_eq!(pools["items"][0]["canClaim"], true, "{pools}");
+    let created = call(
+        &app,
+        "POST",
+        "/api/v1/claims",
+        &alice,
+        Some(claim_in_demo.clone()),
+    )
+    .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let claim: Value = serde_json::from_str(&created.body).unwrap();
+    assert_eq!(
+        claim["spec"]["subject"],
+        json!({"issuer": provider.issuer, "id": "acme:alice"})
+    );
+    let listed = call(&app, "GET", "/api/v1/claims", &alice, None).await;
+    let listed: Value = serde_json::from_str(&listed.body).unwrap();
+    assert_eq!(listed["items"].as_array().unwrap().len(), 1, "{listed}");
+
+    // gina of globex may claim only in globex-sandboxes: offered nothing, refused.
+    let gina = provider.token("gina", "globex", &["developer"]);
+    let pools = call(&app, "GET", "/api/v1/pools", &gina, None).await;
+    let pools: Value = serde_json::from_str(&pools.body).unwrap();
+    assert_eq!(pools["items"][0]["canClaim"], false, "{pools}");
+    let refused = call(
+        &app,
+        "POST",
+        "/api/v1/claims",
+        &gina,
+        Some(claim_in_demo.clone()),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(
+        refused.body.contains("globex-sandboxes"),
+        "{}",
+        refused.body
+    );
+    // bob of acme holds only the default role viewer: Kubernetes refuses him.
+    let bob = provider.token("bob", "acme", &[]);
+    let refused = call(&app, "POST", "/api/v1/claims", &bob, Some(claim_in_demo)).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    // Nor may he release alice's.
+    let location = created.header("location").unwrap();
+    let refused = call(&app, "DELETE", &location, &bob, None).await;
+    assert_ne!(refused.status, StatusCode::ACCEPTED, "{}", refused.body);
+    let released = call(&app, "DELETE", &location, &alice, None).await;
+    assert_eq!(released.status, StatusCode::ACCEPTED, "{}", released.body);
+
+    let audit = app.store().recent_audit(20).await.unwrap();
+    let creates: Vec<(&str, &str)> = audit
+        .iter()
+        .filter(|e| e.action == "claim.create")
+        .map(|e| (e.actor.as_str(), e.result.as_str()))
+        .collect();
+    assert_eq!(
+        creates,
+        [
+            ("oidc:acme:bob", "forbidden"),
+            ("oidc:globex:gina", "forbidden"),
+            ("oidc:acme:alice", "success"),
+        ]
+    );
 }

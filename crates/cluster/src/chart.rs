@@ -81,6 +81,25 @@ impl ClaimSubjectPolicy {
         }
     }
 
+    /// The console's issuer `issuer` and its tenants' `tenant_issuers`, each tenant's
+    /// people known to the policies as [`crate::TENANT_PREFIX`] + `<tenant>:<sub>` (the
+    /// dev cluster's setting once tenants are read).
+    pub fn with_tenants<'a>(
+        issuer: &str,
+        tenant_issuers: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        let mut policy = Self::only_issuer(issuer);
+        // Tenants may share an issuer.
+        let tenant_issuers: std::collections::BTreeSet<&str> = tenant_issuers.into_iter().collect();
+        for tenant_issuer in tenant_issuers {
+            policy.issuers.push_str(&format!("{tenant_issuer}\n"));
+            policy
+                .issuer_prefixes
+                .push_str(&format!("{tenant_issuer}={}\n", crate::TENANT_PREFIX));
+        }
+        policy
+    }
+
     /// The CEL expression of the policies' variable `name`, as the chart's helpers
     /// `celEntries` and `celIssuerPrefixes` render it: a list literal of the entries
     /// (trimmed, blank lines dropped), or of `[issuer, prefix]` pairs split at each

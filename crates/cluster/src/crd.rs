@@ -414,8 +414,9 @@ pub struct ProviderAttestation {
 /// API group of the console's own resources.
 pub const CONSOLE_GROUP: &str = "console.banlieue.io";
 
-/// The most roles a tenant may allow.
-pub const MAX_TENANT_ROLES: usize = 32;
+/// The most roles a tenant may allow: as many as one person may hold
+/// ([`banlieue_domain::Roles::MAX`]), so any of its people's sets of roles is one.
+pub const MAX_TENANT_ROLES: usize = banlieue_domain::Roles::MAX;
 /// The most namespaces a tenant's people may claim in.
 pub const MAX_TENANT_NAMESPACES: usize = 64;
 

@@ -11,14 +11,15 @@
 //! `banlieue-console-impersonator-groups` keeps the console's service account from writing
 //! anything but such a list there.
 //!
-//! Users likewise (issue 13): only `console:<name>` for each of the console's own users,
-//! named in [`USERS_ROLE`], so `system:kube-controller-manager`, `system:admin` or any
+//! Users likewise (issue 13): only `console:<name>` for each of the console's own users
+//! and `oidc:<tenant>:<sub>` for each tenant person it recently acted for, named in
+//! [`USERS_ROLE`], so `system:kube-controller-manager`, `system:admin` or any
 //! name Kubernetes binds is out of reach. The cluster cannot see the console's database,
 //! so the server keeps that list ([`reconcile_users`], through
 //! `Impersonation::update_impersonable_users`): at start, every minute, after the console
 //! makes or deletes a user, and before acting for a person the last list lacked. The chart
 //! lists `console:admin`, the bootstrap admin; the policy holds the service account to
-//! `console:` names there too.
+//! `console:` and `oidc:` names there.
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -150,18 +151,24 @@ pub async fn reconcile(client: &Client) -> Result<Vec<String>, Error> {
     .await
 }
 
-/// Makes [`USERS_ROLE`] name exactly [`users_for`] `names` (the console's users, as its
+/// Makes [`USERS_ROLE`] name exactly the Kubernetes users `users` (the console's users
+/// through [`users_for`] and the tenant people it acts for, `oidc:<tenant>:<sub>`, as its
 /// database lists them now), like [`reconcile`] does for the groups (`get`, `update` and
 /// `escalate` on that one ClusterRole; a 409 tried again). Several replicas on one
-/// database converge: each writes what the same table holds. Returns the user names.
+/// database converge: each writes what the same tables hold. Returns the user names,
+/// sorted, without duplicates.
 ///
 /// Errors: the API server's (a 404 when the chart's ClusterRole is missing; a 409 when it
 /// kept changing).
-pub async fn reconcile_users<S: AsRef<str>>(
+pub async fn reconcile_users(
     client: &Client,
-    names: impl IntoIterator<Item = S>,
+    users: impl IntoIterator<Item = String>,
 ) -> Result<Vec<String>, Error> {
-    let users = users_for(names);
+    let users: Vec<String> = users
+        .into_iter()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     retrying(|| set_names(client, USERS_ROLE, "users", &users)).await?;
     Ok(users)
 }

@@ -25,6 +25,11 @@ use crate::Error;
 /// (the `claimMappings` of SPEC §4), which impersonation reproduces.
 pub const CONSOLE_PREFIX: &str = "console:";
 
+/// The start of the prefix the API server puts on a tenant's user names,
+/// `oidc:<tenant>:` (SPEC §7), and the issuer prefix the claim-subject policy gives every
+/// tenant's issuer (their claims' subject ids being `<tenant>:<sub>`).
+pub const TENANT_PREFIX: &str = "oidc:";
+
 /// The group every authenticated Kubernetes user is in.
 pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
 
@@ -251,18 +256,18 @@ impl Impersonation {
         Ok(())
     }
 
-    /// Makes the cluster let the console impersonate exactly its users `names` (the
-    /// console's user names, as its database lists them now;
-    /// [`crate::impersonable::reconcile_users`] with the console's own credentials), and
-    /// remembers the list, or the failure.
+    /// Makes the cluster let the console impersonate exactly the Kubernetes users `users`
+    /// (its own users' `console:<name>` and its tenant people's `oidc:<tenant>:<sub>`, as
+    /// its database lists them now; [`crate::impersonable::reconcile_users`] with the
+    /// console's own credentials), and remembers the list, or the failure.
     ///
     /// Errors: as [`crate::impersonable::reconcile_users`].
-    pub async fn update_impersonable_users<S: AsRef<str>>(
+    pub async fn update_impersonable_users(
         &self,
-        names: impl IntoIterator<Item = S>,
+        users: impl IntoIterator<Item = String>,
     ) -> Result<(), Error> {
         let updated = match self.console_client() {
-            Ok(client) => crate::impersonable::reconcile_users(&client, names).await,
+            Ok(client) => crate::impersonable::reconcile_users(&client, users).await,
             Err(error) => Err(error),
         };
         match updated {

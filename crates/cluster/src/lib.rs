@@ -22,7 +22,7 @@ pub mod provider;
 mod runner;
 
 pub use error::Error;
-pub use impersonation::{Impersonation, KubernetesIdentity};
+pub use impersonation::{CONSOLE_PREFIX, Impersonation, KubernetesIdentity, TENANT_PREFIX};
 pub use metrics::Metrics;
 pub use provider::SimulatedProviderConfig;
 pub use runner::{ControllerConfig, check_crds, run_controllers, run_controllers_retrying};

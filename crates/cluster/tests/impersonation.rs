@@ -101,7 +101,7 @@ async fn console_users(server: &Server, add: &[&str], remove: &[&str]) -> Vec<St
         .collect();
     names.extend(add.iter().map(|n| n.to_string()));
     names.retain(|n| !remove.contains(&n.as_str()));
-    cluster::impersonable::reconcile_users(&console, names)
+    cluster::impersonable::reconcile_users(&console, cluster::impersonable::users_for(names))
         .await
         .expect("the console keeps its users list with its own credentials")
 }
@@ -622,7 +622,7 @@ async fn the_console_impersonates_only_its_own_users_by_name() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_console_may_only_list_console_users_to_impersonate() {
+async fn the_console_may_only_list_console_users_and_tenant_people_to_impersonate() {
     let (server, _admin) = start_with_chart().await;
     let roles = Api::<ClusterRole>::all(console(&server).await);
     let dry = PostParams {
@@ -637,6 +637,10 @@ async fn the_console_may_only_list_console_users_to_impersonate() {
         ),
         ("system:admin added", with_name(&current, "system:admin")),
         ("a name without the prefix", with_name(&current, "admin")),
+        (
+            "a prefix that only starts alike",
+            with_name(&current, "oidcx:acme:t-1"),
+        ),
     ];
     cases.extend(refused_shapes(&current, "groups"));
     for (what, role) in cases {
@@ -646,6 +650,10 @@ async fn the_console_may_only_list_console_users_to_impersonate() {
         .replace(USERS_ROLE, &dry, &with_name(&current, "console:newly-made"))
         .await
         .expect("a console user may be added");
+    roles
+        .replace(USERS_ROLE, &dry, &with_name(&current, "oidc:acme:t-1"))
+        .await
+        .expect("a tenant's person may be added");
     server.shutdown().await;
 }
 

@@ -21,7 +21,7 @@ impl Console {
             Err(error) => (error.audit_result(), error.to_string()),
         };
         self.accounts
-            .audit_event(who.name(), action, target, who.address(), result, &detail)
+            .audit_event(&who.name(), action, target, who.address(), result, &detail)
             .await;
         outcome
     }

@@ -86,7 +86,7 @@ impl Console {
             ),
         )
         .await?;
-        let pool_rows = pool_rows(pools, &rights);
+        let pool_rows = pool_rows(pools, &rights, who);
         let now = OffsetDateTime::now_utc();
         let (mut own, mut everyone) = (Vec::new(), Vec::new());
         for (claim, mine) in shown {
@@ -125,7 +125,7 @@ impl Console {
                 .await,
         )?;
         let rights = Rights::ask(&client, pool_questions(&pools)).await?;
-        Ok(pool_rows(pools, &rights))
+        Ok(pool_rows(pools, &rights, who))
     }
 
     /// The claims of `scope` the principal may list, as Kubernetes has them, by
@@ -221,12 +221,12 @@ impl Console {
         }))
     }
 
-    /// Claims a sandbox for the principal (`spec.subject` = them at this console's
-    /// issuer) from a pool they can see; returns the new claim's name. Audited
-    /// `claim.create`.
+    /// Claims a sandbox for the principal (`spec.subject` = them, [`Principal::subject`])
+    /// from a pool they can see; returns the new claim's name. Audited `claim.create`.
     ///
     /// Errors: [`ServiceError::Invalid`] (`ttl_seconds` not offered, a malformed
-    /// namespace or pool, a pool the principal cannot see); Kubernetes refusals (RBAC, the
+    /// namespace or pool, a pool the principal cannot see); [`ServiceError::Forbidden`]
+    /// for a tenant's person outside their tenant's namespaces; Kubernetes refusals (RBAC, the
     /// admission policy); [`ServiceError::NoCluster`], [`ServiceError::Unavailable`].
     pub async fn create_claim(&self, who: &Principal, command: CreateClaim) -> Result<String> {
         let target = format!("{}/{}", command.namespace, command.pool);
@@ -254,6 +254,14 @@ impl Console {
                 "not a pool's namespace and name",
             ));
         }
+        if let Some(allowed) = who.claim_namespaces()
+            && !allowed.contains(&command.namespace)
+        {
+            return Err(ServiceError::forbidden(format!(
+                "your tenant's people claim only in the namespaces {}",
+                allowed.join(", ")
+            )));
+        }
         let client = self.client(who).await?;
         // Only a pool the person can see: a claim for a pool that does not exist would
         // wait forever.
@@ -265,7 +273,7 @@ impl Console {
         }
         let claim = VirtualMachineClaim {
             metadata: ObjectMeta {
-                generate_name: Some(format!("{}-", who.name())),
+                generate_name: Some(who.claim_name_prefix()),
                 namespace: Some(command.namespace.clone()),
                 ..ObjectMeta::default()
             },
@@ -323,8 +331,10 @@ fn pool_questions(pools: &[VirtualMachinePool]) -> impl Iterator<Item = (&'stati
         .map(|pool| ("create", pool.namespace().unwrap_or_default()))
 }
 
-/// The pools as rows, each with whether `rights` let the principal create claims there.
-fn pool_rows(pools: Vec<VirtualMachinePool>, rights: &Rights) -> Vec<PoolRow> {
+/// The pools as rows, each with whether `rights` let the principal create claims there
+/// and it is one of the namespaces `who` may claim in.
+fn pool_rows(pools: Vec<VirtualMachinePool>, rights: &Rights, who: &Principal) -> Vec<PoolRow> {
+    let allowed = who.claim_namespaces();
     pools
         .into_iter()
         .map(|pool| {
@@ -332,7 +342,8 @@ fn pool_rows(pools: Vec<VirtualMachinePool>, rights: &Rights) -> Vec<PoolRow> {
             let status = pool.status.clone().unwrap_or_default();
             PoolRow {
                 name: pool.name_any(),
-                can_claim: rights.may("create", &namespace),
+                can_claim: rights.may("create", &namespace)
+                    && allowed.is_none_or(|allowed| allowed.contains(&namespace)),
                 namespace,
                 ready: status.ready_replicas,
                 claimed: status.claimed_replicas,

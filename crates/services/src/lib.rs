@@ -25,12 +25,18 @@ use std::sync::Arc;
 
 use banlieue_identity::Accounts;
 use cluster::Impersonation;
+use tenants::TenantIdentity;
 
 pub use claims::{ClaimScope, CreateClaim};
 pub use error::{Decider, ServiceError};
 pub use pools::{NAVIGATION_TIMEOUT, SavePool};
 pub use principal::{Authenticator, IdentitySource, Principal};
 pub use roles::{CUSTOM_ROLE_RESOURCES, CUSTOM_ROLE_VERBS, SaveRole};
+
+/// How long after the console last acted for a tenant's person it may still impersonate
+/// them: their next request after that notes them again first. Their sightings are not
+/// written on every request, only when the list lacks them.
+pub const TENANT_PEOPLE_KEPT: time::Duration = time::Duration::days(30);
 
 /// What a use case returns.
 pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
@@ -107,6 +113,9 @@ impl Console {
             let _one = self.updating_users.lock().await;
             // Another request may have brought them in meanwhile.
             if cluster.lacks_user(&identity) {
+                if let IdentitySource::Tenant(person) = who.source() {
+                    self.note_tenant_person(person).await?;
+                }
                 self.update_impersonable_users().await;
             }
         }
@@ -137,18 +146,19 @@ impl Console {
         }
     }
 
-    /// Makes the cluster let the console impersonate exactly the users now in its
-    /// database (`console:<name>` each, [`cluster::impersonable::reconcile_users`]): the
-    /// server runs it through [`Console::keep_impersonable_users`], and after it makes or
-    /// deletes a user. A
+    /// Makes the cluster let the console impersonate exactly the people now in its
+    /// database ([`cluster::impersonable::reconcile_users`]): its users (`console:<name>`
+    /// each) and the tenant people it acted for in the last [`TENANT_PEOPLE_KEPT`]
+    /// (`oidc:<tenant>:<sub>` each). The server runs it through
+    /// [`Console::keep_impersonable_users`], and after it makes or deletes a user. A
     /// failure is logged (the next run repairs it); without a cluster, nothing happens.
     pub async fn update_impersonable_users(&self) {
         let Some(cluster) = &self.cluster else {
             return;
         };
-        let updated = match self.accounts.store().user_names().await {
-            Ok(names) => cluster
-                .update_impersonable_users(names)
+        let updated = match self.impersonable_users().await {
+            Ok(users) => cluster
+                .update_impersonable_users(users)
                 .await
                 .map_err(|e| e.to_string()),
             Err(error) => Err(error.to_string()),
@@ -156,5 +166,47 @@ impl Console {
         if let Err(error) = updated {
             tracing::warn!(%error, "cannot update the users the console impersonates; retrying later");
         }
+    }
+
+    /// The Kubernetes users of [`Console::update_impersonable_users`].
+    async fn impersonable_users(&self) -> Result<Vec<String>, banlieue_store::StoreError> {
+        let store = self.accounts.store();
+        let mut users = cluster::impersonable::users_for(store.user_names().await?);
+        let since = time::OffsetDateTime::now_utc() - TENANT_PEOPLE_KEPT;
+        users.extend(
+            store
+                .tenant_people_seen_since(since)
+                .await?
+                .into_iter()
+                .map(|noted| {
+                    let person = noted.person;
+                    format!(
+                        "{}{}",
+                        TenantIdentity::prefix(&person.tenant),
+                        person.subject
+                    )
+                }),
+        );
+        Ok(users)
+    }
+
+    /// Notes a tenant's person in the database as seen now, before the console is let
+    /// impersonate them ([`Console::impersonable_users`] lists them from there, so every
+    /// replica writes the same list).
+    ///
+    /// Errors: [`ServiceError::Unavailable`] when the database cannot be written.
+    async fn note_tenant_person(&self, person: &TenantIdentity) -> Result<()> {
+        let noted = banlieue_store::TenantPerson {
+            tenant: person.tenant.clone(),
+            subject: person.subject.clone(),
+            username: person.username.clone(),
+            display_name: person.name.clone(),
+            email: person.email.clone(),
+        };
+        self.accounts
+            .store()
+            .note_tenant_person(&noted, time::OffsetDateTime::now_utc())
+            .await
+            .map_err(ServiceError::unavailable)
     }
 }

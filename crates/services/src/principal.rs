@@ -7,12 +7,15 @@ use banlieue_identity::Actor;
 use banlieue_store::UserRecord;
 use cluster::KubernetesIdentity;
 use cluster::crd::ClaimSubject;
+use tenants::TenantIdentity;
 
 /// Where a principal's identity lives.
 #[derive(Debug, Clone)]
 pub enum IdentitySource {
     /// A console account (argon2id password, SPEC §3).
     Local(Box<UserRecord>),
+    /// A tenant's person, as their provider's verified token names them (SPEC §7).
+    Tenant(Box<TenantIdentity>),
 }
 
 /// How the request proved who it comes from.
@@ -43,10 +46,23 @@ impl Principal {
         }
     }
 
-    /// The name the audit log and the claim subject use.
-    pub fn name(&self) -> &str {
+    /// A tenant's person, authenticated by `authenticator` (their provider's token),
+    /// from `address`.
+    pub fn tenant(person: TenantIdentity, authenticator: Authenticator, address: IpAddr) -> Self {
+        Self {
+            source: IdentitySource::Tenant(Box::new(person)),
+            authenticator,
+            address,
+        }
+    }
+
+    /// The name the audit log uses: a console user's name, or a tenant person's
+    /// Kubernetes user `oidc:<tenant>:<sub>` (names of different tenants may collide;
+    /// these do not).
+    pub fn name(&self) -> String {
         match &self.source {
-            IdentitySource::Local(user) => user.name.as_str(),
+            IdentitySource::Local(user) => user.name.as_str().to_owned(),
+            IdentitySource::Tenant(person) => person.kubernetes_user(),
         }
     }
 
@@ -54,6 +70,26 @@ impl Principal {
     pub fn roles(&self) -> &Roles {
         match &self.source {
             IdentitySource::Local(user) => &user.roles,
+            IdentitySource::Tenant(person) => &person.roles,
+        }
+    }
+
+    /// Where the principal may claim, when something other than Kubernetes' RBAC limits
+    /// it: a tenant's `namespaces` (SPEC §7). `None` for a console user.
+    pub fn claim_namespaces(&self) -> Option<&[String]> {
+        match &self.source {
+            IdentitySource::Local(_) => None,
+            IdentitySource::Tenant(person) => Some(&person.namespaces),
+        }
+    }
+
+    /// The start of the names of the claims the principal makes (`metadata.generateName`):
+    /// a console user's name, or a tenant person's tenant (a DNS label, unlike a
+    /// subject), then `-`.
+    pub fn claim_name_prefix(&self) -> String {
+        match &self.source {
+            IdentitySource::Local(user) => format!("{}-", user.name.as_str()),
+            IdentitySource::Tenant(person) => format!("{}-", person.tenant),
         }
     }
 
@@ -81,24 +117,44 @@ impl Principal {
     /// The Kubernetes user and groups the console impersonates for this principal: what
     /// the API server gives their own token (SPEC §4–§5).
     pub fn kubernetes_identity(&self) -> KubernetesIdentity {
-        KubernetesIdentity::console(self.name(), self.roles().iter().map(|r| r.as_str()))
-    }
-
-    /// The claim subject naming this principal at the console's issuer `issuer`.
-    pub fn subject(&self, issuer: &str) -> ClaimSubject {
-        ClaimSubject {
-            issuer: issuer.to_owned(),
-            id: self.name().to_owned(),
+        match &self.source {
+            IdentitySource::Local(user) => KubernetesIdentity::console(
+                user.name.as_str(),
+                user.roles.iter().map(|r| r.as_str()),
+            ),
+            IdentitySource::Tenant(person) => person.kubernetes_identity(),
         }
     }
 
-    /// The principal as the account rules see an actor.
-    pub(crate) fn actor(&self) -> Actor {
+    /// The claim subject naming this principal: a console user at the console's issuer
+    /// `console_issuer`, a tenant's person at their tenant's issuer as
+    /// `<tenant>:<sub>` ([`TenantIdentity::claim_subject_id`]).
+    pub fn subject(&self, console_issuer: &str) -> ClaimSubject {
         match &self.source {
-            IdentitySource::Local(user) => Actor::User {
+            IdentitySource::Local(user) => ClaimSubject {
+                issuer: console_issuer.to_owned(),
+                id: user.name.as_str().to_owned(),
+            },
+            IdentitySource::Tenant(person) => ClaimSubject {
+                issuer: person.issuer.clone(),
+                id: person.claim_subject_id(),
+            },
+        }
+    }
+
+    /// The principal as the account rules see an actor: a console user. A tenant's
+    /// person has no say over the console's accounts and roles.
+    ///
+    /// Errors: [`ServiceError::Forbidden`] for a tenant's person.
+    pub(crate) fn actor(&self) -> crate::Result<Actor> {
+        match &self.source {
+            IdentitySource::Local(user) => Ok(Actor::User {
                 user: user.clone(),
                 source: self.address,
-            },
+            }),
+            IdentitySource::Tenant(_) => Err(crate::ServiceError::forbidden(
+                "a tenant's people do not administer the console's accounts and roles",
+            )),
         }
     }
 }

@@ -171,7 +171,7 @@ impl Console {
                 return Err(error.into());
             }
             self.accounts
-                .adopt_created_role(&who.actor(), &name)
+                .adopt_created_role(&who.actor()?, &name)
                 .await?;
             return Ok((name, Applied::Created));
         };
@@ -217,7 +217,7 @@ impl Console {
                 .await?;
             Ok(self
                 .accounts
-                .forget_deleted_role(&who.actor(), &name)
+                .forget_deleted_role(&who.actor()?, &name)
                 .await?)
         };
         let deleted = deleted.await;

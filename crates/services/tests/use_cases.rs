@@ -22,6 +22,9 @@ use services::{
 use time::OffsetDateTime;
 
 const ISSUER: &str = "https://console.example.com";
+/// The issuer of tenant `acme`, whose people the subject policy knows as `oidc:` +
+/// `<tenant>:<sub>` (the chart's setting for tenants).
+const TENANT_ISSUER: &str = "https://idp.acme.example";
 const ADDRESS: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
 
 struct Setup {
@@ -48,9 +51,12 @@ impl Setup {
         .await
         .unwrap();
         let admin = Client::try_from(config.clone()).unwrap();
-        chart::install(&admin, &chart::ClaimSubjectPolicy::only_issuer(ISSUER))
-            .await
-            .unwrap();
+        let policy = chart::ClaimSubjectPolicy {
+            issuers: format!("{ISSUER}\n{TENANT_ISSUER}\n"),
+            brokers: String::new(),
+            issuer_prefixes: format!("{TENANT_ISSUER}=oidc:\n"),
+        };
+        chart::install(&admin, &policy).await.unwrap();
         let demo = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: demo\n---\n\
             apiVersion: banlieue.io/v1alpha1\nkind: VirtualMachinePool\nmetadata:\n  name: sandbox\n  namespace: demo\n\
             spec:\n  warmReplicas: 1\n  maxReplicas: 2\n  imageRevision: r1\n  template:\n    cpu: 1\n    memory: 1Gi\n    image: img\n  providerRef: simulated\n";
@@ -895,4 +901,107 @@ async fn a_cluster_that_stalls_makes_each_page_unavailable_within_the_request_ti
         started.elapsed()
     );
     held.abort();
+}
+
+/// Tenant `acme`'s person `sub` with `roles`, who may claim in `namespaces`, as their
+/// verified token names them.
+fn tenant_person(sub: &str, roles: &[&str], namespaces: &[&str]) -> Principal {
+    let person = tenants::TenantIdentity {
+        tenant: "acme".into(),
+        issuer: TENANT_ISSUER.into(),
+        subject: sub.into(),
+        username: format!("{sub}@acme.example"),
+        name: Some(format!("{sub} of acme")),
+        email: None,
+        roles: Roles::new(roles.iter().map(|r| RoleName::parse(r).unwrap()).collect()).unwrap(),
+        namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+        expires_at: u64::MAX,
+    };
+    Principal::tenant(person, Authenticator::BearerToken, ADDRESS)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_person_claims_as_themselves_only_in_their_tenants_namespaces() {
+    let setup = Setup::start().await;
+    let console = setup.console_as_service_account().await;
+    let tina = tenant_person("t-17", &["developer"], &["demo"]);
+    assert!(
+        !impersonable_users(&setup.admin)
+            .await
+            .contains("oidc:acme:t-17")
+    );
+
+    // Acted for at once, through the chart's RBAC and policies: noted in the database,
+    // then on the list of users the console may impersonate.
+    let view = console.dashboard(&tina).await.unwrap();
+    assert!(
+        view.pools
+            .iter()
+            .any(|p| p.name == "sandbox" && p.can_claim)
+    );
+    assert!(
+        impersonable_users(&setup.admin)
+            .await
+            .contains("oidc:acme:t-17")
+    );
+    let noted = setup
+        .accounts
+        .store()
+        .tenant_people_seen_since(OffsetDateTime::now_utc() - time::Duration::minutes(1))
+        .await
+        .unwrap();
+    assert_eq!(noted.len(), 1);
+    assert_eq!(noted[0].person.username, "t-17@acme.example");
+
+    // The claim names them at their tenant's issuer; the subject policy binds it to them.
+    let name = console
+        .create_claim(&tina, claim_in("sandbox", 900))
+        .await
+        .expect("a tenant's person claims in their tenant's namespace");
+    assert!(name.starts_with("acme-"), "{name}");
+    let claim = Api::<cluster::crd::VirtualMachineClaim>::namespaced(setup.admin.clone(), "demo")
+        .get(&name)
+        .await
+        .unwrap();
+    assert_eq!(claim.spec.subject.issuer, TENANT_ISSUER);
+    assert_eq!(claim.spec.subject.id, "acme:t-17");
+    let view = console.dashboard(&tina).await.unwrap();
+    assert_eq!(view.claims.len(), 1, "their own claim is theirs");
+    assert!(view.claims[0].can_release);
+
+    // Another person of the tenant does not own it.
+    let other = tenant_person("t-18", &["developer"], &["demo"]);
+    assert!(console.dashboard(&other).await.unwrap().claims.is_empty());
+
+    // Outside the tenant's namespaces: refused by the console, before Kubernetes, and
+    // audited under their Kubernetes user.
+    let elsewhere = tenant_person("t-17", &["developer"], &["acme-sandboxes"]);
+    let refused = console
+        .create_claim(&elsewhere, claim_in("sandbox", 900))
+        .await;
+    assert!(
+        matches!(
+            &refused,
+            Err(ServiceError::Forbidden { by: Decider::Console, reason }) if reason.contains("acme-sandboxes")
+        ),
+        "{refused:?}"
+    );
+    assert!(
+        !console
+            .dashboard(&elsewhere)
+            .await
+            .unwrap()
+            .pools
+            .iter()
+            .any(|p| p.can_claim),
+        "no pool is offered outside the tenant's namespaces"
+    );
+    let created = setup.audited("claim.create").await;
+    assert_eq!(created[0].actor, "oidc:acme:t-17");
+    assert_eq!(created[0].result, "forbidden");
+    assert_eq!(created[1].actor, "oidc:acme:t-17");
+    assert_eq!(created[1].result, "success");
+
+    console.release_claim(&tina, "demo", &name).await.unwrap();
+    setup.emulator.shutdown().await;
 }

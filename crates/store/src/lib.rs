@@ -12,6 +12,7 @@ mod database;
 mod oidc;
 mod sessions;
 mod sign_in_backoff;
+mod tenant_people;
 mod user_sessions;
 mod users;
 
@@ -23,5 +24,6 @@ pub use oidc::{
 };
 pub use sessions::SessionBackend;
 pub use sign_in_backoff::{BackoffRule, BackoffState, SignInClaim, SignInKeys};
+pub use tenant_people::{NotedTenantPerson, TenantPerson};
 pub use user_sessions::UserSession;
 pub use users::{NewUser, UserPage, UserRecord, UserUpdate};

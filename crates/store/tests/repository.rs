@@ -1295,3 +1295,59 @@ async fn sign_in_claims_are_exclusive_across_replicas() {
         claims_of_one_key_are_exclusive_across_replicas(one, other).await;
     }
 }
+
+async fn tenant_people_are_noted_once_and_listed_by_last_sighting(store: Store) {
+    use banlieue_store::TenantPerson;
+    let t0 = OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+    let alice = TenantPerson {
+        tenant: "acme".into(),
+        subject: "a-1".into(),
+        username: "alice".into(),
+        display_name: Some("Alice".into()),
+        email: None,
+    };
+    let bob = TenantPerson {
+        tenant: "acme".into(),
+        subject: "b-2".into(),
+        username: "bob".into(),
+        display_name: None,
+        email: Some("bob@acme.test".into()),
+    };
+    store.note_tenant_person(&alice, t0).await.unwrap();
+    store
+        .note_tenant_person(&bob, t0 + Duration::days(1))
+        .await
+        .unwrap();
+    // Alice again, renamed: one row, her first sighting kept.
+    let renamed = TenantPerson {
+        username: "alice.r".into(),
+        ..alice.clone()
+    };
+    store
+        .note_tenant_person(&renamed, t0 + Duration::days(2))
+        .await
+        .unwrap();
+
+    let all = store.tenant_people_seen_since(t0).await.unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0].person, renamed);
+    assert_eq!(all[0].first_seen, t0);
+    assert_eq!(all[0].last_seen, t0 + Duration::days(2));
+    assert_eq!(all[1].person, bob);
+
+    let recent = store
+        .tenant_people_seen_since(t0 + Duration::days(2))
+        .await
+        .unwrap();
+    assert_eq!(
+        recent
+            .iter()
+            .map(|p| p.person.subject.as_str())
+            .collect::<Vec<_>>(),
+        ["a-1"]
+    );
+}
+on_both_backends!(
+    tenant_people_are_noted_once_and_listed_by_last_sighting_on_each_backend,
+    tenant_people_are_noted_once_and_listed_by_last_sighting
+);

@@ -35,6 +35,9 @@ use jsonwebtoken::{Algorithm, AlgorithmFamily};
 use url::Url;
 
 use crate::document::{JwksLocation, provider_url};
+use crate::metrics::FetchLabels;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 
 /// The asymmetric algorithms a tenant's token may be signed with. Never `none`, never an
 /// HMAC (a shared secret would let anyone holding it mint tokens).
@@ -243,6 +246,8 @@ pub struct JwksCache {
     http: reqwest::Client,
     policy: JwksPolicy,
     endpoints: Mutex<HashMap<JwksLocation, Arc<Endpoint>>>,
+    /// `banlieue_tenant_jwks_fetches_total` ([`crate::TenantMetrics::jwks_fetches`]).
+    fetches: Family<FetchLabels, Counter>,
 }
 
 impl JwksCache {
@@ -278,7 +283,13 @@ impl JwksCache {
             http,
             policy,
             endpoints: Mutex::new(HashMap::new()),
+            fetches: Family::default(),
         })
+    }
+
+    /// The fetches counted by endpoint and result, for [`crate::TenantMetrics`].
+    pub fn fetches(&self) -> &Family<FetchLabels, Counter> {
+        &self.fetches
     }
 
     /// The timings.
@@ -324,6 +335,16 @@ impl JwksCache {
             };
             if still {
                 let outcome = self.fetch(location).await;
+                self.fetches
+                    .get_or_create(&FetchLabels {
+                        endpoint: describe(location),
+                        result: if outcome.is_ok() {
+                            "success"
+                        } else {
+                            "failure"
+                        },
+                    })
+                    .inc();
                 let mut fetched = endpoint.fetched.write().unwrap_or_else(|p| p.into_inner());
                 fetched.attempted_at = Some(now);
                 match outcome {

@@ -10,10 +10,12 @@
 //!   lenient on refresh (a bad tenant is dropped, a failed read keeps the last set, until
 //!   the set is too old to trust);
 //! - [`jwks`] caches the providers' signing keys, one cache per JWK Set endpoint;
-//! - [`verify`] turns a tenant person's token into a [`TenantIdentity`], or says why not.
+//! - [`verify`] turns a tenant person's token into a [`TenantIdentity`], or says why not;
+//! - [`metrics`] counts verifications and key fetches for `/metrics`.
 
 pub mod document;
 pub mod jwks;
+pub mod metrics;
 pub mod registry;
 pub mod source;
 mod token;
@@ -21,6 +23,7 @@ pub mod verify;
 
 pub use document::{DocumentError, JwksLocation, RawDocument, Tenant, TenantSet, Warning};
 pub use jwks::{JwksCache, JwksPolicy, KeyError};
+pub use metrics::TenantMetrics;
 pub use registry::{LoadError, Refresh, Snapshot, Stale, TenantRegistry};
 pub use source::{ReadError, TenantSource};
-pub use verify::{TenantIdentity, TenantVerifier, VerifyError, unverified_issuer};
+pub use verify::{Refusal, TenantIdentity, TenantVerifier, VerifyError, unverified_issuer};

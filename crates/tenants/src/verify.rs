@@ -13,14 +13,17 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use banlieue_domain::RoleName;
+use banlieue_domain::{RoleName, Roles};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::{DecodeSliceError, Engine};
 
 use crate::document::{JwksLocation, Tenant};
 use crate::jwks::{ALGORITHMS, JwksCache, KeyError};
+use crate::metrics::{NO_TENANT, TenantMetrics, VerificationLabels};
 use crate::registry::{Snapshot, Stale, TenantRegistry};
 use crate::token::{ClaimValue, Claims, HEADER_BYTES, Parts};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 
 /// Seconds of clock difference allowed with a provider for `exp` and `nbf`.
 const LEEWAY_SECONDS: u64 = 60;
@@ -38,6 +41,9 @@ const MAX_NAME_BYTES: usize = 255;
 pub struct TenantIdentity {
     /// The tenant's id.
     pub tenant: String,
+    /// The tenant's issuer (the token's `iss`): the `spec.subject.issuer` of this
+    /// person's claims.
+    pub issuer: String,
     /// The token's `sub`.
     pub subject: String,
     /// The tenant's username claim.
@@ -47,7 +53,7 @@ pub struct TenantIdentity {
     /// `email`, when the token has one.
     pub email: Option<String>,
     /// The token's roles the tenant allows, or its default role.
-    pub roles: Vec<RoleName>,
+    pub roles: Roles,
     /// Where the tenant's people may claim.
     pub namespaces: Vec<String>,
     /// The token's `exp`, in seconds since the Unix epoch.
@@ -58,7 +64,15 @@ impl TenantIdentity {
     /// The prefix the API server gives this tenant's identities (`oidc:<tenant>:`), as
     /// the chart's AuthenticationConfiguration and the console's impersonation spell it.
     pub fn prefix(tenant: &str) -> String {
-        format!("oidc:{tenant}:")
+        format!("{}{tenant}:", cluster::TENANT_PREFIX)
+    }
+
+    /// The `spec.subject.id` of this person's claims: `<tenant>:<sub>`. Under the issuer
+    /// prefix `oidc:` (the chart maps every tenant's issuer to it in
+    /// `claimSubjectPolicy.issuerPrefixes`) it is [`TenantIdentity::kubernetes_user`], so
+    /// the subject policy binds the claim to its author even when tenants share an issuer.
+    pub fn claim_subject_id(&self) -> String {
+        format!("{}:{}", self.tenant, self.subject)
     }
 
     /// The Kubernetes user name: `oidc:<tenant>:<sub>`.
@@ -123,6 +137,21 @@ pub enum VerifyError {
 }
 
 impl VerifyError {
+    /// The result code `/metrics` and the audit log record for this refusal.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Malformed(_) => "malformed",
+            Self::UnknownIssuer { .. } => "unknown-issuer",
+            Self::Key(KeyError::Unavailable { .. }) => "keys-unavailable",
+            Self::Key(KeyError::NoKey { .. }) => "unknown-key",
+            Self::Invalid(_) => "invalid",
+            Self::NoTenant { .. } => "no-tenant",
+            Self::Suspended(_) => "suspended",
+            Self::Stale(_) => "tenants-stale",
+            Self::Claim { .. } => "claim",
+        }
+    }
+
     /// The HTTP status a bearer-token caller gets: 403 for a suspended tenant, 503 when
     /// the console cannot decide (a stale tenant set, a provider's keys unavailable),
     /// else 401.
@@ -135,11 +164,25 @@ impl VerifyError {
     }
 }
 
+/// A refused tenant token: why, and the tenant it was held to (its provider verified it
+/// and its tenant claim named that tenant) when it got that far.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct Refusal {
+    /// Why.
+    #[source]
+    pub error: VerifyError,
+    /// The tenant's id, if the token was held to one.
+    pub tenant: Option<String>,
+}
+
 /// Verifies tenant tokens against the registry's current tenants and their providers'
 /// keys.
 pub struct TenantVerifier {
     registry: Arc<TenantRegistry>,
     keys: JwksCache,
+    /// `banlieue_tenant_token_verifications_total` ([`TenantMetrics::verifications`]).
+    verifications: Family<VerificationLabels, Counter>,
     /// The read whose endpoints the cache was last pruned to.
     pruned_for: Mutex<Option<Instant>>,
 }
@@ -150,6 +193,7 @@ impl TenantVerifier {
         Self {
             registry,
             keys,
+            verifications: Family::default(),
             pruned_for: Mutex::new(None),
         }
     }
@@ -164,11 +208,43 @@ impl TenantVerifier {
         &self.keys
     }
 
+    /// The counters of verifications and key fetches.
+    pub fn metrics(&self) -> TenantMetrics {
+        TenantMetrics {
+            verifications: self.verifications.clone(),
+            jwks_fetches: self.keys.fetches().clone(),
+        }
+    }
+
     /// Who `token` names, at `now` (the registry's and the key cache's clock; the
-    /// token's times are checked against the system clock).
+    /// token's times are checked against the system clock), counted by tenant and result
+    /// ([`TenantMetrics`]).
     ///
-    /// Errors: [`VerifyError`]; [`VerifyError::status`] gives the HTTP status.
-    pub async fn verify(&self, token: &str, now: Instant) -> Result<TenantIdentity, VerifyError> {
+    /// Errors: [`VerifyError`]; [`VerifyError::status`] gives the HTTP status and
+    /// [`Refusal::tenant`] the tenant it was held to, if any.
+    pub async fn verify(&self, token: &str, now: Instant) -> Result<TenantIdentity, Refusal> {
+        let mut tenant = None;
+        let outcome = self.check(token, now, &mut tenant).await;
+        let result = outcome
+            .as_ref()
+            .map_or_else(VerifyError::code, |_| "success");
+        self.verifications
+            .get_or_create(&VerificationLabels {
+                tenant: tenant.clone().unwrap_or_else(|| NO_TENANT.to_owned()),
+                result,
+            })
+            .inc();
+        outcome.map_err(|error| Refusal { error, tenant })
+    }
+
+    /// [`TenantVerifier::verify`], uncounted; `tenant` is set once the token is held to
+    /// one.
+    async fn check(
+        &self,
+        token: &str,
+        now: Instant,
+        held_to: &mut Option<String>,
+    ) -> Result<TenantIdentity, VerifyError> {
         let snapshot = self.registry.current(now)?;
         self.prune(&snapshot);
         let malformed = |e: jsonwebtoken::errors::Error| VerifyError::Malformed(e.to_string());
@@ -276,6 +352,7 @@ impl TenantVerifier {
                 });
             }
         };
+        *held_to = Some(tenant.id.clone());
         if !tenant.enabled {
             return Err(VerifyError::Suspended(tenant.id.clone()));
         }
@@ -420,6 +497,11 @@ fn identity(tenant: &Tenant, claims: &Claims) -> Result<TenantIdentity, VerifyEr
     if roles.is_empty() {
         roles.push(tenant.default_role.clone());
     }
+    // At most `MAX_TENANT_ROLES` = `Roles::MAX` allowed roles, so never too many.
+    let roles = Roles::new(roles).map_err(|e| VerifyError::Claim {
+        claim: tenant.roles_claim.clone(),
+        reason: e.to_string(),
+    })?;
     let text = |claim: &str| {
         claims
             .get(claim)
@@ -428,6 +510,7 @@ fn identity(tenant: &Tenant, claims: &Claims) -> Result<TenantIdentity, VerifyEr
     };
     Ok(TenantIdentity {
         tenant: tenant.id.clone(),
+        issuer: tenant.issuer.clone(),
         subject,
         username,
         name: text("name"),

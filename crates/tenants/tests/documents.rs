@@ -153,7 +153,7 @@ fn invalid_fields_are_refused_with_the_rule() {
         ),
         (
             json!({"allowedRoles": []}),
-            "spec.allowedRoles: must list 1 to 32 roles",
+            "spec.allowedRoles: must list 1 to 16 roles",
         ),
         (
             json!({"allowedRoles": ["viewer", "Dev"]}),

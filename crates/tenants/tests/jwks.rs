@@ -53,7 +53,7 @@ async fn tokens_no_provider_would_sign_are_refused() {
 
     let refused = |token: String| {
         let verifier = &verifier;
-        async move { verifier.verify(&token, now).await.unwrap_err() }
+        async move { verifier.verify(&token, now).await.unwrap_err().error }
     };
     // Signed by a key of ours under the provider's kid.
     let forged = HandKey::new("k1").sign(claims(&server.base, "hand"), None, None);
@@ -178,7 +178,7 @@ async fn unknown_kids_cause_one_fetch_per_window_and_do_not_delay_another_tenant
     verifier.verify(&valid, window).await.unwrap();
     let other_took = started.elapsed();
     for task in tasks {
-        let refused = task.await.unwrap().unwrap_err();
+        let refused = task.await.unwrap().unwrap_err().error;
         assert!(
             matches!(refused, VerifyError::Key(KeyError::NoKey { .. })),
             "{refused}"
@@ -242,7 +242,7 @@ async fn an_https_key_endpoint_redirecting_to_http_is_refused() {
         None,
         None,
     );
-    match verifier.verify(&redirected, now).await.unwrap_err() {
+    match verifier.verify(&redirected, now).await.unwrap_err().error {
         VerifyError::Key(KeyError::Unavailable { reason, .. }) => {
             assert!(reason.contains("not https"), "{reason}");
         }

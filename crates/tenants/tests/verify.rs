@@ -122,7 +122,8 @@ async fn tenant_people_verify_with_their_roles_and_no_provider_mints_for_another
     // The shared provider's token naming initech: its issuer is not initech's.
     let mallory = verify(setup.shared.id_token("mallory").await)
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .error;
     assert!(matches!(mallory, VerifyError::NoTenant { .. }), "{mallory}");
     assert_eq!(mallory.status(), 401);
 
@@ -130,12 +131,46 @@ async fn tenant_people_verify_with_their_roles_and_no_provider_mints_for_another
     let gina = verify(setup.shared.id_token("gina").await)
         .await
         .unwrap_err();
+    assert_eq!(gina.tenant.as_deref(), Some("globex"), "held to globex");
+    let gina = gina.error;
     assert_eq!(gina, VerifyError::Suspended("globex".into()));
     assert_eq!(gina.status(), 403);
     assert!(verify(setup.shared.id_token("alice").await).await.is_ok());
 
     // acme and globex name one endpoint: one cache for both.
     assert_eq!(setup.verifier.keys().len(), 2);
+
+    // Counted by the tenant each was held to (none for mallory) and result, and each
+    // endpoint fetched once.
+    let metrics = setup.verifier.metrics();
+    let verified = |tenant: &str, result: &'static str| {
+        metrics
+            .verifications
+            .get_or_create(&tenants::metrics::VerificationLabels {
+                tenant: tenant.to_owned(),
+                result,
+            })
+            .get()
+    };
+    assert_eq!(verified("acme", "success"), 3, "alice twice and bob");
+    assert_eq!(verified("initech", "success"), 1);
+    assert_eq!(verified("globex", "suspended"), 1);
+    assert_eq!(verified(tenants::metrics::NO_TENANT, "no-tenant"), 1);
+    let mut text = String::new();
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let fetches: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("banlieue_tenant_jwks_fetches_total{"))
+        .collect();
+    assert_eq!(fetches.len(), 2, "{text}");
+    assert!(
+        fetches
+            .iter()
+            .all(|l| l.contains("result=\"success\"") && l.ends_with(" 1")),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -153,7 +188,7 @@ async fn a_key_the_provider_withdrew_stops_verifying_after_the_fresh_window() {
     let later = setup
         .at(JwksPolicy::default().fresh + Duration::from_secs(1))
         .await;
-    let refused = setup.verifier.verify(&old, later).await.unwrap_err();
+    let refused = setup.verifier.verify(&old, later).await.unwrap_err().error;
     assert!(
         matches!(refused, VerifyError::Key(KeyError::NoKey { .. })),
         "{refused}"
@@ -180,7 +215,7 @@ async fn known_keys_outlive_a_provider_that_is_down_for_a_day_and_no_longer() {
     let day = setup
         .at(JwksPolicy::default().keep + Duration::from_secs(60))
         .await;
-    let refused = setup.verifier.verify(&token, day).await.unwrap_err();
+    let refused = setup.verifier.verify(&token, day).await.unwrap_err().error;
     assert!(
         matches!(refused, VerifyError::Key(KeyError::Unavailable { .. })),
         "{refused}"
@@ -208,7 +243,7 @@ async fn a_tenant_edited_into_an_invalid_document_is_dropped_alone_and_its_keys_
     );
     let now = setup.at(Duration::from_secs(30)).await;
     assert!(setup.verifier.verify(&alice, now).await.is_ok());
-    let refused = setup.verifier.verify(&ivan, now).await.unwrap_err();
+    let refused = setup.verifier.verify(&ivan, now).await.unwrap_err().error;
     assert!(
         matches!(refused, VerifyError::UnknownIssuer { .. }),
         "{refused}"
@@ -217,7 +252,12 @@ async fn a_tenant_edited_into_an_invalid_document_is_dropped_alone_and_its_keys_
 
     // Too long without a successful read: every tenant token is refused with 503.
     let stale = now + INTERVAL * tenants::registry::STALE_AFTER_INTERVALS + Duration::from_secs(1);
-    let refused = setup.verifier.verify(&alice, stale).await.unwrap_err();
+    let refused = setup
+        .verifier
+        .verify(&alice, stale)
+        .await
+        .unwrap_err()
+        .error;
     assert!(matches!(refused, VerifyError::Stale(_)), "{refused}");
     assert_eq!(refused.status(), 503);
 }

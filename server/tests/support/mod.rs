@@ -36,6 +36,9 @@ pub struct TestApp {
     pub base_url: String,
     /// The console's "shutting down" signal ([`AppState::stopping`]).
     pub stopping: tokio_util::sync::CancellationToken,
+    /// The tenants' verifier, when the arguments configured tenants; kept by
+    /// [`TestApp::acting_through`].
+    pub tenants: Option<Arc<tenants::TenantVerifier>>,
     _dir: tempfile::TempDir,
 }
 
@@ -161,11 +164,17 @@ impl TestApp {
             .await
             .unwrap();
         let stopping = tokio_util::sync::CancellationToken::new();
-        let metrics = Arc::new(startup::metrics_registry(&accounts, None));
+
         let mut leptos = startup::leptos_options(&config);
         if let Some(site_root) = site_root {
             leptos.site_root = site_root.to_str().unwrap().into();
         }
+        let tenants = startup::open_tenants(&config, None).await.unwrap();
+        let metrics = Arc::new(startup::metrics_registry(
+            &accounts,
+            None,
+            tenants.as_deref(),
+        ));
         let state = AppState {
             terminating: Default::default(),
             stopping: stopping.clone(),
@@ -173,10 +182,11 @@ impl TestApp {
             issuer: issuer.clone(),
             console: server::routes::use_cases(&accounts, None, &config),
             leptos: std::sync::Arc::new(leptos),
-            tenants: startup::open_tenants(&config, None).await.unwrap(),
+            tenants: tenants.clone(),
             config: Arc::new(config),
         };
         Self {
+            tenants,
             base_url: state.config.external_url.clone(),
             router: router(state, sessions),
             metrics_router: metrics_router(metrics),
@@ -240,8 +250,11 @@ impl TestApp {
             .validate()
             .unwrap();
         let sessions = self.store().session_backend().await.unwrap();
-        self.metrics_router =
-            metrics_router(Arc::new(startup::metrics_registry(&self.accounts, metrics)));
+        self.metrics_router = metrics_router(Arc::new(startup::metrics_registry(
+            &self.accounts,
+            metrics,
+            self.tenants.as_deref(),
+        )));
         let state = AppState {
             terminating: Default::default(),
             stopping: self.stopping.clone(),
@@ -249,7 +262,7 @@ impl TestApp {
             issuer: self.issuer.clone(),
             console: server::routes::use_cases(&self.accounts, Some(access), &config),
             leptos: std::sync::Arc::new(startup::leptos_options(&config)),
-            tenants: None,
+            tenants: self.tenants.clone(),
             config: Arc::new(config),
         };
         self.router = router(state, sessions);
@@ -495,18 +508,35 @@ impl TestResponse {
     }
 
     /// The body with the per-response CSP nonce blanked, for comparing two responses.
+    /// The body with the CSP nonce as `NONCE`, and the page state the browser hydrates
+    /// from (postcard in base64, see `app::App`) as JSON, so that tests compare and search
+    /// what it holds as text.
     pub fn body_without_nonce(&self) -> String {
         let csp = self
             .header(header::CONTENT_SECURITY_POLICY.as_str())
             .unwrap_or_default();
-        match csp
+        let body = match csp
             .split("'nonce-")
             .nth(1)
             .and_then(|rest| rest.split('\'').next())
         {
             Some(nonce) => self.body.replace(nonce, "NONCE"),
             None => self.body.clone(),
-        }
+        };
+        const STATE: &str = "__RESOLVED_RESOURCES[0] = \"";
+        let Some(start) = body.find(STATE).map(|at| at + STATE.len()) else {
+            return body;
+        };
+        let end = start + body[start..].find('"').expect("the state's closing quote");
+        use base64::Engine;
+        use codee::Decoder;
+        let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
+            .decode(&body[start..end])
+            .expect("the page state is base64");
+        let state: app::PageState = codee::binary::PostcardCodec::decode(&bytes)
+            .expect("the page state is a PageState in postcard");
+        let json = serde_json::to_string(&state).expect("a page state is JSON");
+        format!("{}{json}{}", &body[..start], &body[end..])
     }
 
     pub fn header(&self, name: &str) -> Option<String> {
