@@ -46,6 +46,30 @@ celIssuerPrefixes: the `<issuer>=<prefix>` lines of issuerPrefixes as [issuer, p
 pairs, split at the last `=`, each side trimmed; lines without `=` dropped.
 cluster::chart::manifests writes the same lists for the in-process install.
 */}}
+{{/*
+subjectIssuers / subjectIssuerPrefixes: claimSubjectPolicy's lists with each tenant of
+tenants.items added, its issuer allowed and mapped to the prefix `oidc:` (a tenant's
+people's claims name them `<tenantId>:<sub>`, and the API server calls them
+`oidc:<tenantId>:<sub>`), so tenants sharing an issuer each bind their own people.
+*/}}
+{{- define "banlieue-console.tenantIssuers" -}}
+{{- $issuers := list }}
+{{- range .Values.tenants.items }}{{ $issuers = append $issuers .oidc.issuer }}{{ end }}
+{{- $issuers | uniq | sortAlpha | toJson }}
+{{- end }}
+
+{{- define "banlieue-console.subjectIssuers" -}}
+{{ .Values.claimSubjectPolicy.issuers }}
+{{ range include "banlieue-console.tenantIssuers" . | fromJsonArray }}{{ . }}
+{{ end }}
+{{- end }}
+
+{{- define "banlieue-console.subjectIssuerPrefixes" -}}
+{{ .Values.claimSubjectPolicy.issuerPrefixes }}
+{{ range include "banlieue-console.tenantIssuers" . | fromJsonArray }}{{ . }}=oidc:
+{{ end }}
+{{- end }}
+
 {{- define "banlieue-console.celEntries" -}}
 {{- $entries := list }}
 {{- range splitList "\n" . }}{{ if trim . }}{{ $entries = append $entries (trim .) }}{{ end }}{{ end }}
@@ -66,6 +90,16 @@ combinations the console would refuse at start, each refused here with its reaso
 schema only names the rule that failed).
 */}}
 {{- define "banlieue-console.validate" -}}
+{{- if and .Values.tenants.items (not .Values.tenants.enabled) }}
+{{- fail "tenants.items lists ConsoleTenants but tenants.enabled is false: the console would not read them; enable tenants or drop the items" }}
+{{- end }}
+{{- $tenantIds := list }}
+{{- range .Values.tenants.items }}
+{{- if has .tenantId $tenantIds }}
+{{- fail (printf "tenants.items: the tenantId %s is listed twice" .tenantId) }}
+{{- end }}
+{{- $tenantIds = append $tenantIds .tenantId }}
+{{- end }}
 {{- if not (regexMatch "^https://[^/?#@\\s]+/?$" .Values.externalURL) }}
 {{- fail (printf "externalURL is %q: it must be https:// and a host (and port) only, no path, query or user: it is the OIDC issuer, and kube-apiserver takes only an https issuer" .Values.externalURL) }}
 {{- end }}

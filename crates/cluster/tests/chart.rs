@@ -120,6 +120,56 @@ async fn the_committed_rendering_is_what_helm_renders() {
             "cluster::chart::manifests differs from helm template -f in {key:?}"
         );
     }
+
+    // tenants.items reach the policies as ClaimSubjectPolicy::with_tenants puts them (the
+    // dev cluster's setting, whose claims the server suite makes as tenant people).
+    let example = Path::new(CHART).join("examples/tenants.yaml");
+    let with_tenants = bed
+        .helm_ok(&[
+            "template",
+            RELEASE,
+            chart_dir,
+            "-n",
+            RELEASE_NAMESPACE,
+            "-f",
+            example.to_str().unwrap(),
+        ])
+        .await;
+    let policies = |objects: Vec<DynamicObject>| {
+        by_key(objects)
+            .into_iter()
+            .filter(|((kind, _, name), _)| {
+                kind == "ValidatingAdmissionPolicy"
+                    && [
+                        "banlieue-claim-subject",
+                        "banlieue-claim-release",
+                        "banlieue-console-roles",
+                    ]
+                    .contains(&name.as_str())
+            })
+            .collect::<BTreeMap<_, _>>()
+    };
+    let helm = policies(chart::parse_documents(&with_tenants).unwrap());
+    let ours = policies(
+        chart::manifests(&ClaimSubjectPolicy::with_tenants(
+            "https://console.example.org",
+            [
+                "https://idp.shared.example",
+                "https://login.initech.example",
+                "https://idp.shared.example",
+            ],
+        ))
+        .unwrap(),
+    );
+    assert_eq!(helm.len(), 3);
+    assert_eq!(helm, ours, "the tenants example's policies");
+    let tenants: Vec<String> = chart::parse_documents(&with_tenants)
+        .unwrap()
+        .into_iter()
+        .filter(|o| kind_of(o) == "ConsoleTenant")
+        .map(|o| o.metadata.name.unwrap())
+        .collect();
+    assert_eq!(tenants, ["acme", "globex", "initech"]);
 }
 
 #[tokio::test]
@@ -464,6 +514,27 @@ async fn the_schema_refuses_bad_values() {
         ),
         (&["kubeconfig.clusterName= "], "/kubeconfig/clusterName"),
         (&["runControllers=sometimes"], "/runControllers"),
+        (&["tenants.enabled=sometimes"], "/tenants/enabled"),
+        (&["tenants.refreshSeconds=4"], "/tenants/refreshSeconds"),
+        (&["tenants.refreshSeconds=3601"], "/tenants/refreshSeconds"),
+        (
+            &["tenants.enabled=true", "tenants.items[0].tenantId=acme"],
+            "/tenants/items/0",
+        ),
+        (
+            &[
+                "tenants.enabled=true",
+                "tenants.items[0].tenantId=Acme",
+                "tenants.items[0].oidc.issuer=https://idp.example",
+                "tenants.items[0].oidc.tenantClaim=t",
+                "tenants.items[0].oidc.usernameClaim=sub",
+                "tenants.items[0].oidc.rolesClaim=r",
+                "tenants.items[0].defaultRole=viewer",
+                "tenants.items[0].allowedRoles[0]=viewer",
+                "tenants.items[0].namespaces[0]=acme",
+            ],
+            "/tenants/items/0/tenantId",
+        ),
         (
             &["simulatedProvider.enabled=sometimes"],
             "/simulatedProvider/enabled",
@@ -1170,6 +1241,13 @@ fn expected_env(values: &Value, namespace: &str) -> BTreeMap<String, Value> {
         set(
             "BANLIEUE_TLS_KEY_FILE",
             plain("/etc/banlieue-console/tls/tls.key".into()),
+        );
+    }
+    if values["tenants"]["enabled"] == true {
+        set("BANLIEUE_TENANTS_SOURCE", plain("kubernetes".into()));
+        set(
+            "BANLIEUE_TENANTS_REFRESH",
+            plain(text(&values["tenants"]["refreshSeconds"])),
         );
     }
     let tokens = &values["tokens"];
