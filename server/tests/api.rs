@@ -81,6 +81,21 @@ fn tenant_in(id: &str, issuer: &str, enabled: bool, namespace: &str) -> String {
     )
 }
 
+/// A console reading the tenant `documents` from a file in the returned directory.
+async fn console_with_tenants(documents: &[String]) -> (TestApp, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tenants.yaml");
+    std::fs::write(&file, documents.join("---\n")).unwrap();
+    let app = TestApp::with_args(&[
+        "--tenants-source",
+        "file",
+        "--tenants-file",
+        file.to_str().unwrap(),
+    ])
+    .await;
+    (app, dir)
+}
+
 async fn whoami(app: &TestApp, token: &str) -> (StatusCode, Value, Option<String>) {
     let response = app
         .send(
@@ -101,22 +116,9 @@ async fn whoami(app: &TestApp, token: &str) -> (StatusCode, Value, Option<String
 #[tokio::test]
 async fn tenant_people_are_who_their_token_says_and_a_suspended_tenant_gets_403() {
     let provider = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tenants.yaml");
-    std::fs::write(
-        &file,
-        format!(
-            "{}---\n{}",
-            tenant("acme", &provider.issuer, true),
-            tenant("globex", &provider.issuer, false)
-        ),
-    )
-    .unwrap();
-    let app = TestApp::with_args(&[
-        "--tenants-source",
-        "file",
-        "--tenants-file",
-        file.to_str().unwrap(),
+    let (app, _dir) = console_with_tenants(&[
+        tenant("acme", &provider.issuer, true),
+        tenant("globex", &provider.issuer, false),
     ])
     .await;
 
@@ -205,22 +207,9 @@ async fn call(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenant_people_claim_through_the_api_as_themselves_in_their_tenants_namespaces() {
     let provider = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tenants.yaml");
-    std::fs::write(
-        &file,
-        format!(
-            "{}---\n{}",
-            tenant_in("acme", &provider.issuer, true, "demo"),
-            tenant("globex", &provider.issuer, true)
-        ),
-    )
-    .unwrap();
-    let app = TestApp::with_args(&[
-        "--tenants-source",
-        "file",
-        "--tenants-file",
-        file.to_str().unwrap(),
+    let (app, dir) = console_with_tenants(&[
+        tenant_in("acme", &provider.issuer, true, "demo"),
+        tenant("globex", &provider.issuer, true),
     ])
     .await;
     let dev = server::dev_cluster::DevCluster::start(
