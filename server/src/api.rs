@@ -367,7 +367,7 @@ async fn whoami(
                 roles: person.roles.iter().map(|r| r.as_str().to_owned()).collect(),
                 kubernetes_user: identity.user,
                 kubernetes_groups: identity.groups,
-                namespaces: Some(person.namespaces.clone()),
+                namespaces: Some(person.namespaces.to_vec()),
                 tenant: Some(person.tenant),
             }
         }

@@ -79,7 +79,7 @@ impl Principal {
     pub fn claim_namespaces(&self) -> Option<&[String]> {
         match &self.source {
             IdentitySource::Local(_) => None,
-            IdentitySource::Tenant(person) => Some(&person.namespaces),
+            IdentitySource::Tenant(person) => Some(&person.namespaces[..]),
         }
     }
 

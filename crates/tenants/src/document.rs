@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use banlieue_domain::RoleName;
 use banlieue_domain::object_names::{is_dns_label, is_dns_subdomain};
@@ -94,7 +95,7 @@ pub struct Tenant {
     /// The roles a token may give.
     pub allowed_roles: Vec<RoleName>,
     /// Where its people may claim.
-    pub namespaces: Vec<String>,
+    pub namespaces: Arc<[String]>,
     /// The document it was read from (as [`DocumentError::document`]).
     pub origin: String,
 }
@@ -406,7 +407,7 @@ fn checked(label: &str, spec: ConsoleTenantSpec) -> Result<(Tenant, Vec<Warning>
         roles_claim,
         default_role,
         allowed_roles,
-        namespaces: spec.namespaces,
+        namespaces: spec.namespaces.into(),
         origin: label.to_owned(),
     };
     Ok((tenant, warnings))

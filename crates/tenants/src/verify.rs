@@ -54,8 +54,9 @@ pub struct TenantIdentity {
     pub email: Option<String>,
     /// The token's roles the tenant allows, or its default role.
     pub roles: Roles,
-    /// Where the tenant's people may claim.
-    pub namespaces: Vec<String>,
+    /// Where the tenant's people may claim (shared with the tenant: verifying copies
+    /// nothing of it).
+    pub namespaces: Arc<[String]>,
     /// The token's `exp`, in seconds since the Unix epoch.
     pub expires_at: u64,
 }

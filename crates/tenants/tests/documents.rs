@@ -72,7 +72,7 @@ fn a_valid_tenant_is_read_with_every_field() {
         )
     );
     assert_eq!(tenant.default_role.as_str(), "viewer");
-    assert_eq!(tenant.namespaces, ["acme-sandboxes"]);
+    assert_eq!(*tenant.namespaces, ["acme-sandboxes"]);
 }
 
 #[test]

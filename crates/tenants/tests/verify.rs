@@ -100,7 +100,7 @@ async fn tenant_people_verify_with_their_roles_and_no_provider_mints_for_another
     );
     assert_eq!(alice.kubernetes_user(), "oidc:acme:alice");
     assert_eq!(alice.email.as_deref(), Some("alice@acme.example"));
-    assert_eq!(alice.namespaces, ["acme-sandboxes"]);
+    assert_eq!(*alice.namespaces, ["acme-sandboxes"]);
     let roles = |identity: &tenants::TenantIdentity| -> Vec<String> {
         identity
             .roles
